@@ -1,0 +1,125 @@
+"""build_app(settings): the aiohttp application with its routes, middlewares and owned resources.
+
+Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registration):
+
+1. stop accepting requests (aiohttp's runner closes the listening sockets first);
+2. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
+   legacy tools finish instead of hanging;
+3. close every backend session with ``DELETE``;
+4. close the outgoing HTTP client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from gateway import keys, ops
+from gateway.calls import CallDriver, RouteRuntime
+from gateway.config.load import Settings
+from gateway.frontdoor.handler import make_handler
+from gateway.holds.registry import Hold, HoldRegistry
+from gateway.legacy.pool import SessionPool
+from gateway.observability.metrics import Metrics
+from gateway.state.codec import KeyRing
+
+REAP_INTERVAL = 1.0
+
+
+def build_app(settings: Settings) -> web.Application:
+    config = settings.config
+    app = web.Application(client_max_size=config.listen.max_body_bytes + 1)
+    app[keys.SETTINGS] = settings
+    app[keys.METRICS] = Metrics.create()
+    app[keys.READY] = {"routes": False}
+    app[keys.ROUTES] = {}
+    app.router.add_get("/healthz", ops.healthz)
+    app.router.add_get("/readyz", ops.readyz)
+    app.router.add_get("/metrics", ops.metrics)
+    for route in config.routes:
+        handler = make_handler(route.path)
+        for method in ("POST", "GET", "DELETE", "PUT", "PATCH"):
+            app.router.add_route(method, route.path, handler)
+    app.cleanup_ctx.append(_http_client)
+    app.cleanup_ctx.append(_routes)
+    app.cleanup_ctx.append(_holds)
+    return app
+
+
+async def _http_client(app: web.Application) -> AsyncIterator[None]:
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True)
+    async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as http:
+        app[keys.HTTP_CLIENT] = http
+        yield
+
+
+async def _routes(app: web.Application) -> AsyncIterator[None]:
+    settings = app[keys.SETTINGS]
+    metrics = app[keys.METRICS]
+    http = app[keys.HTTP_CLIENT]
+
+    def sessions_changed(route: str, size: int) -> None:
+        metrics.backend_sessions.labels(route).set(size)
+
+    for route in settings.routes:
+        runtime = RouteRuntime(route, SessionPool(http, route, on_change=sessions_changed))
+        app[keys.ROUTES][route.path] = runtime
+    app[keys.READY]["routes"] = True
+    reaper = asyncio.create_task(_reap_sessions(app), name="session-reaper")
+    yield
+    app[keys.READY]["routes"] = False
+    reaper.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reaper
+    await asyncio.gather(*(r.pool.close() for r in app[keys.ROUTES].values()))
+
+
+async def _reap_sessions(app: web.Application) -> None:
+    while True:
+        await asyncio.sleep(REAP_INTERVAL)
+        for runtime in app[keys.ROUTES].values():
+            runtime.pool.reap()
+
+
+async def _holds(app: web.Application) -> AsyncIterator[None]:
+    settings = app[keys.SETTINGS]
+    metrics = app[keys.METRICS]
+    limits = settings.config.limits
+    driver_box: list[CallDriver] = []
+
+    async def on_expire(hold: Hold) -> None:
+        await driver_box[0].expire(hold)
+
+    registry = HoldRegistry(
+        max_holds=limits.max_holds,
+        max_per_principal=limits.max_holds_per_principal,
+        retry_after=limits.retry_after,
+        on_expire=on_expire,
+        on_change=metrics.holds.set,
+    )
+    driver = CallDriver(
+        keyring=KeyRing(settings.state_keys),
+        registry=registry,
+        metrics=metrics,
+        replica_id=settings.replica_id,
+        state_ttl=settings.config.state.ttl,
+    )
+    driver_box.append(driver)
+    app[keys.HOLDS] = registry
+    app[keys.DRIVER] = driver
+    reaper = asyncio.create_task(_reap_holds(registry), name="hold-reaper")
+    yield
+    reaper.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reaper
+    await registry.close()
+
+
+async def _reap_holds(registry: HoldRegistry) -> None:
+    while True:
+        await asyncio.sleep(REAP_INTERVAL / 4)
+        registry.reap()

@@ -1,0 +1,571 @@
+"""The path of one modern call through a legacy backend (DESIGN.md, "The path of one call").
+
+:class:`CallDriver` turns one accepted 2026-07-28 request into backend work and back:
+
+* plain methods (lists, completion, discover) lease a session, send, and translate the answer;
+* interactive methods (``tools/call``, ``prompts/get``, ``resources/read``) may be paused by
+  server requests: the driver gathers them for the route's batch window, registers a hold and
+  answers the client with an ``InputRequiredResult`` whose ``requestState`` is sealed;
+* a retry unseals and binds the state, claims the hold (single use), posts each answer upstream
+  as the JSON-RPC response to the matching backend request, and keeps reading the same exchange.
+
+Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+
+from gateway.config.model import RouteConfig
+from gateway.errors import (
+    BackendUnavailable,
+    GatewayError,
+    HoldLost,
+    InvalidParams,
+    InvalidRequestState,
+    UpstreamError,
+)
+from gateway.frontdoor.classify import Accepted
+from gateway.holds.registry import Hold, HoldRegistry, Pending, RefusedHold
+from gateway.legacy.pool import PooledSession, SessionPool
+from gateway.legacy.session import (
+    Exchange,
+    FinalResponse,
+    JsonObj,
+    ServerNotification,
+    ServerRequest,
+    SessionExpired,
+)
+from gateway.observability.metrics import Metrics
+from gateway.state.claims import Claims, args_digest, principal_tag
+from gateway.state.codec import KeyRing, StateError, check_bindings
+from gateway.translate import capabilities as caps
+from gateway.translate import inputs, results
+
+log = structlog.get_logger("gateway.calls")
+
+NotificationSink = Callable[[ServerNotification], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the credential decides the backend identity and the principal binding."""
+
+    credential: str | None
+    forward_headers: dict[str, str]
+
+
+@dataclass(eq=False)
+class CallContext:
+    """What a hold keeps between rounds."""
+
+    route: RouteRuntime
+    pooled: PooledSession | None
+    exchange: Exchange | None
+    normalized_caps: JsonObj
+    headers: dict[str, str]
+    backend_method: str
+    backend_params: JsonObj
+    reissue: bool = False  # url-mode hold: re-send the call after the client's consent
+
+
+@dataclass(eq=False)
+class RouteRuntime:
+    config: RouteConfig
+    pool: SessionPool
+    discover_cache: dict[str, tuple[float, JsonObj]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def target_of(method: str, params: Mapping[str, Any]) -> str:
+    value = params.get("uri") if method == "resources/read" else params.get("name")
+    return str(value) if value is not None else ""
+
+
+def arguments_of(method: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    args = params.get("arguments")
+    return args if isinstance(args, Mapping) and method != "resources/read" else None
+
+
+class CallDriver:
+    def __init__(
+        self,
+        *,
+        keyring: KeyRing,
+        registry: HoldRegistry,
+        metrics: Metrics,
+        replica_id: str,
+        state_ttl: float,
+    ) -> None:
+        self._keyring = keyring
+        self._registry = registry
+        self._metrics = metrics
+        self._replica = replica_id
+        self._state_ttl = state_ttl
+
+    # -- entry point ------------------------------------------------------------------------
+
+    async def call(
+        self,
+        route: RouteRuntime,
+        request: Accepted,
+        caller: Caller,
+        on_notification: NotificationSink | None = None,
+    ) -> JsonObj:
+        """Answer one accepted request with a modern result, or raise GatewayError."""
+        method = request.method
+        if method == "server/discover":
+            return await self._discover(route, request, caller)
+        if method in INPUT_REQUIRED_METHODS:
+            state = request.params.get("requestState")
+            if isinstance(state, str):
+                return await self._resume(route, request, caller, state, on_notification)
+            return await self._start_interactive(route, request, caller, on_notification)
+        return await self._plain(route, request, caller)
+
+    # -- plain methods ----------------------------------------------------------------------
+
+    async def _discover(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
+        normalized = caps.normalize(request.client_capabilities)
+        pooled = await self._lease(route, caller, normalized)
+        try:
+            init = pooled.session.initialize_result
+        finally:
+            route.pool.release(pooled)
+        cache = route.config.cache
+        return results.discover_result(init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope)
+
+    async def _plain(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
+        normalized = caps.normalize(request.client_capabilities)
+        ctx = await self._begin(route, request, caller, normalized)
+        try:
+            while True:
+                assert ctx.exchange is not None
+                event = await ctx.exchange.next(route.config.backend.timeout)
+                if isinstance(event, FinalResponse):
+                    return self._finish(ctx, request, event, reusable=True)
+                if isinstance(event, ServerRequest):
+                    await self._refuse_server_request(ctx, event, "not allowed during this method")
+        except BaseException:
+            self._discard(ctx)
+            raise
+
+    # -- interactive methods ----------------------------------------------------------------
+
+    async def _start_interactive(
+        self, route: RouteRuntime, request: Accepted, caller: Caller, on_notification: NotificationSink | None
+    ) -> JsonObj:
+        principal = principal_tag(caller.credential, self._keyring.salt)
+        self._registry.admit(principal)
+        normalized = caps.normalize(request.client_capabilities)
+        ctx = await self._begin(route, request, caller, normalized)
+        return await self._drive(ctx, request, caller, None, on_notification)
+
+    async def _resume(
+        self,
+        route: RouteRuntime,
+        request: Accepted,
+        caller: Caller,
+        token: str,
+        on_notification: NotificationSink | None,
+    ) -> JsonObj:
+        claims = self._check_state(route, request, caller, token)
+        try:
+            hold = self._registry.take(claims.hold_id, claims.round)
+        except RefusedHold as exc:
+            raise self._state_refused(route, exc.reason) from None
+        ctx: CallContext = hold.context
+        responses = request.params.get("inputResponses")
+        responses = responses if isinstance(responses, Mapping) else {}
+        try:
+            answers = self._validated_answers(hold, responses)
+        except InvalidParams:
+            self._registry.release_claim(hold)
+            raise
+        if ctx.reissue:
+            return await self._resume_url(ctx, hold, request, caller, answers, on_notification)
+        try:
+            for key, answer in answers.items():
+                pending = hold.pending.pop(key)
+                assert ctx.pooled is not None
+                await ctx.pooled.session.respond(pending.backend_id, result=answer)
+        except GatewayError:
+            self._registry.remove(hold)
+            self._discard(ctx)
+            raise
+        if hold.pending:
+            # The client answered only part of the round: ask again for what is missing.
+            return self._input_required(ctx, hold, request, caller)
+        return await self._drive(ctx, request, caller, hold, on_notification)
+
+    async def _resume_url(
+        self,
+        ctx: CallContext,
+        hold: Hold,
+        request: Accepted,
+        caller: Caller,
+        answers: dict[str, JsonObj],
+        on_notification: NotificationSink | None,
+    ) -> JsonObj:
+        for key in answers:
+            hold.pending.pop(key)
+        if hold.pending:
+            return self._input_required(ctx, hold, request, caller)
+        if any(a.get("action") != "accept" for a in answers.values()):
+            self._registry.remove(hold)
+            self._release(ctx)
+            raise GatewayError("The required URL interaction was not completed", reason="url_declined")
+        ctx.reissue = False
+        assert ctx.pooled is not None
+        try:
+            ctx.exchange = await self._send(ctx, ctx.backend_method, ctx.backend_params)
+        except GatewayError:
+            self._registry.remove(hold)
+            self._discard(ctx)
+            raise
+        return await self._drive(ctx, request, caller, hold, on_notification)
+
+    async def _drive(
+        self,
+        ctx: CallContext,
+        request: Accepted,
+        caller: Caller,
+        hold: Hold | None,
+        on_notification: NotificationSink | None,
+    ) -> JsonObj:
+        """Read the exchange until it ends or needs input; then answer or hold."""
+        route = ctx.route
+        assert ctx.exchange is not None
+        assert ctx.pooled is not None
+        ctx.pooled.session.attach(ctx.exchange)
+        try:
+            batch: list[ServerRequest] = []
+            while True:
+                if batch:
+                    event = await ctx.exchange.poll(route.config.holds.batch_window)
+                    if event is None:
+                        break
+                else:
+                    event = await ctx.exchange.next(route.config.backend.timeout)
+                if isinstance(event, FinalResponse):
+                    if hold is not None:
+                        self._registry.remove(hold)
+                    if event.error is not None and event.error.get("code") == URL_ELICITATION_REQUIRED:
+                        url_result = self._url_hold(ctx, request, caller, event.error, hold)
+                        if url_result is not None:
+                            return url_result
+                    return self._finish(ctx, request, event, reusable=True, retry=hold is not None)
+                if isinstance(event, ServerNotification):
+                    if on_notification is not None:
+                        await on_notification(event)
+                    continue
+                missing = caps.allows(ctx.normalized_caps, event.method, event.params)
+                if missing is not None:
+                    # deny-on-error: never forward a kind the client did not declare in this request.
+                    await self._refuse_server_request(ctx, event, "the client did not declare this capability")
+                    continue
+                batch.append(event)
+        except BaseException:
+            if hold is not None:
+                self._registry.remove(hold)
+            self._discard(ctx)
+            raise
+        return self._hold_round(ctx, request, caller, hold, batch)
+
+    def _hold_round(
+        self,
+        ctx: CallContext,
+        request: Accepted,
+        caller: Caller,
+        hold: Hold | None,
+        batch: list[ServerRequest],
+    ) -> JsonObj:
+        route = ctx.route
+        deadline = time.monotonic() + route.config.holds.ttl
+        if hold is None:
+            hold = Hold(
+                id=self._registry.new_id(),
+                route=route.name,
+                principal=principal_tag(caller.credential, self._keyring.salt),
+                method=request.method,
+                target=target_of(request.method, request.params),
+                args_digest=args_digest(arguments_of(request.method, request.params)),
+                deadline=deadline,
+                context=ctx,
+                round=0,
+                busy=True,
+            )
+            try:
+                self._registry.add(hold)
+            except GatewayError:
+                self._answer_pending_for_expiry(ctx, batch)
+                raise
+        if hold.round >= route.config.holds.max_rounds:
+            self._registry.remove(hold)
+            self._answer_pending_for_expiry(ctx, batch)
+            raise GatewayError(
+                f"The backend asked for input more than {route.config.holds.max_rounds} times",
+                reason="max_rounds",
+            )
+        for server_request in batch:
+            entry, elicitation_id = inputs.input_request(server_request.method, server_request.params)
+            key = hold.next_key(inputs.input_key, server_request.method)
+            hold.pending[key] = Pending(server_request.id, server_request.method, entry, elicitation_id)
+        return self._input_required(ctx, hold, request, caller)
+
+    def _input_required(self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller) -> JsonObj:
+        """Seal a new round's state and answer with the pending requests."""
+        route = ctx.route
+        if hold.busy:
+            self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + route.config.holds.ttl)
+        now = int(time.time())
+        ttl = int(min(self._state_ttl, route.config.holds.ttl))
+        claims = Claims(
+            iat=now,
+            exp=now + max(ttl, 1),
+            aud=route.name,
+            method=hold.method,
+            target=hold.target,
+            args_digest=hold.args_digest,
+            principal=hold.principal,
+            hold_id=hold.id,
+            round=hold.round,
+            owner=self._replica,
+        )
+        self._metrics.input_rounds.labels(route.name).inc()
+        return {
+            "resultType": "input_required",
+            "inputRequests": {key: p.request for key, p in hold.pending.items()},
+            "requestState": self._keyring.seal(claims),
+        }
+
+    def _url_hold(
+        self, ctx: CallContext, request: Accepted, caller: Caller, error: JsonObj, hold: Hold | None
+    ) -> JsonObj | None:
+        """A legacy -32042 becomes url-mode elicitations; the call is re-sent after consent."""
+        elicitations = inputs.url_elicitations(error)
+        if not elicitations or caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"}) is not None:
+            return None
+        route = ctx.route
+        ctx.reissue = True
+        ctx.exchange = None
+        hold = Hold(
+            id=self._registry.new_id(),
+            route=route.name,
+            principal=principal_tag(caller.credential, self._keyring.salt),
+            method=request.method,
+            target=target_of(request.method, request.params),
+            args_digest=args_digest(arguments_of(request.method, request.params)),
+            deadline=time.monotonic() + route.config.holds.ttl,
+            context=ctx,
+            round=0,
+            busy=True,
+        )
+        self._registry.add(hold)
+        for item in elicitations:
+            params = {"mode": "url", "message": str(item.get("message", "")), "url": item["url"]}
+            entry, _ = inputs.input_request("elicitation/create", params)
+            key = hold.next_key(inputs.input_key, "elicitation/create")
+            hold.pending[key] = Pending(-1, "elicitation/create", entry, str(item.get("elicitationId") or ""))
+        return self._input_required(ctx, hold, request, caller)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _check_state(self, route: RouteRuntime, request: Accepted, caller: Caller, token: str) -> Claims:
+        try:
+            claims = self._keyring.unseal(token)
+            # A tag sealed before a key rotation was made with an older ring entry's salt.
+            for salt in self._keyring.salts:
+                try:
+                    check_bindings(
+                        claims,
+                        aud=route.name,
+                        method=request.method,
+                        target=target_of(request.method, request.params),
+                        args_digest=args_digest(arguments_of(request.method, request.params)),
+                        principal=principal_tag(caller.credential, salt),
+                    )
+                    break
+                except StateError as exc:
+                    if exc.reason != "principal" or salt is self._keyring.salts[-1]:
+                        raise
+        except StateError as exc:
+            raise self._state_refused(route, exc.reason) from None
+        if claims.owner != self._replica:
+            self._metrics.state_rejections.labels("owner_elsewhere").inc()
+            raise HoldLost("owner_unreachable")
+        return claims
+
+    def _state_refused(self, route: RouteRuntime, reason: str) -> InvalidRequestState:
+        self._metrics.state_rejections.labels(reason).inc()
+        log.warning("request_state_refused", route=route.name, reason=reason)
+        return InvalidRequestState(reason)
+
+    def _validated_answers(self, hold: Hold, responses: Mapping[str, Any]) -> dict[str, JsonObj]:
+        answers: dict[str, JsonObj] = {}
+        for key, pending in hold.pending.items():
+            if key not in responses:
+                continue
+            try:
+                answers[key] = inputs.check_response(pending.method, responses[key])
+            except inputs.MalformedInputResponse as exc:
+                raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
+        return answers
+
+    # -- backend plumbing -------------------------------------------------------------------
+
+    async def _lease(self, route: RouteRuntime, caller: Caller, normalized: JsonObj) -> PooledSession:
+        key = route.pool.key_for(caller.credential, normalized)
+        try:
+            return await route.pool.lease(key, normalized, caller.forward_headers)
+        except BackendUnavailable as exc:
+            self._metrics.backend_errors.labels(route.name, exc.reason).inc()
+            raise
+
+    async def _begin(self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj) -> CallContext:
+        pooled = await self._lease(route, caller, normalized)
+        ctx = CallContext(
+            route=route,
+            pooled=pooled,
+            exchange=None,
+            normalized_caps=normalized,
+            headers=caller.forward_headers,
+            backend_method=request.method,
+            backend_params=results.legacy_params(request.params),
+        )
+        try:
+            ctx.exchange = await self._send(ctx, ctx.backend_method, ctx.backend_params)
+        except BaseException:
+            self._discard(ctx)
+            raise
+        return ctx
+
+    async def _send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
+        """Start ``method`` on the leased session, re-initializing once if the session expired."""
+        assert ctx.pooled is not None
+        try:
+            try:
+                return await ctx.pooled.session.start(method, params, ctx.headers)
+            except SessionExpired:
+                log.info("backend_session_expired", route=ctx.route.name)
+                await ctx.route.pool.reopen(ctx.pooled, ctx.normalized_caps, ctx.headers)
+                try:
+                    return await ctx.pooled.session.start(method, params, ctx.headers)
+                except SessionExpired:
+                    raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
+        except BackendUnavailable as exc:
+            self._metrics.backend_errors.labels(ctx.route.name, exc.reason).inc()
+            raise
+
+    async def _refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
+        assert ctx.pooled is not None
+        if event.method == "elicitation/create":
+            await ctx.pooled.session.respond(event.id, result={"action": "decline"})
+            return
+        await ctx.pooled.session.respond(event.id, error={"code": -32601, "message": f"{event.method}: {why}"})
+
+    def _answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
+        pending = [Pending(r.id, r.method, {}) for r in batch]
+        task = asyncio.create_task(self._unblock(ctx, pending))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    async def expire(self, hold: Hold) -> None:
+        """A hold's client never came back: answer the backend ourselves so the tool can finish."""
+        ctx: CallContext = hold.context
+        self._metrics.hold_expirations.labels(hold.route).inc()
+        log.info("hold_expired", route=hold.route, hold=hold.id, pending=len(hold.pending))
+        if ctx.reissue:
+            self._release(ctx)
+            return
+        await self._unblock(ctx, list(hold.pending.values()))
+
+    async def _unblock(self, ctx: CallContext, pending: list[Pending]) -> None:
+        """Cancel pending server requests, then drain the exchange to its end and free the session."""
+        if ctx.pooled is None or ctx.exchange is None:
+            return
+        session = ctx.pooled.session
+        timeout = ctx.route.config.backend.timeout
+        try:
+            for item in pending:
+                await self._cancel_server_request(session, item.backend_id, item.method)
+            while True:
+                event = await ctx.exchange.next(timeout)
+                if isinstance(event, FinalResponse):
+                    self._release(ctx)
+                    return
+                if isinstance(event, ServerRequest):
+                    await self._cancel_server_request(session, event.id, event.method)
+        except (GatewayError, asyncio.CancelledError):
+            self._discard(ctx)
+        except Exception:  # deny-on-error: an expiry must never leak a session
+            log.exception("hold_expiry_failed", route=ctx.route.name)
+            self._discard(ctx)
+
+    @staticmethod
+    async def _cancel_server_request(session: Any, backend_id: str | int, method: str) -> None:
+        if method == "elicitation/create":
+            await session.respond(backend_id, result={"action": "cancel"})
+        else:
+            await session.respond(backend_id, error={"code": -32603, "message": "The client did not answer in time"})
+
+    def _finish(
+        self,
+        ctx: CallContext,
+        request: Accepted,
+        final: FinalResponse,
+        *,
+        reusable: bool,
+        retry: bool = False,
+    ) -> JsonObj:
+        self._release(ctx, reusable=reusable)
+        if final.error is not None:
+            error = results.modern_error(final.error)
+            raise UpstreamError(error["code"], error["message"], error.get("data"))
+        assert final.result is not None
+        cache = ctx.route.config.cache
+        server_info = None
+        if ctx.pooled is not None:
+            info = ctx.pooled.session.initialize_result.get("serverInfo")
+            server_info = info if isinstance(info, Mapping) else None
+        return results.complete_result(
+            request.method,
+            final.result,
+            ttl_ms=cache.ttl_ms,
+            cache_scope=cache.scope,
+            server_info=server_info,
+            cacheable=not retry,
+        )
+
+    def _release(self, ctx: CallContext, *, reusable: bool = True) -> None:
+        if ctx.pooled is not None:
+            pooled, ctx.pooled = ctx.pooled, None
+            exchange, ctx.exchange = ctx.exchange, None
+            if exchange is not None and not exchange.answered:
+                reusable = False  # the backend is still working on it: don't hand the session on
+            if exchange is not None:
+                task = asyncio.create_task(exchange.aclose())
+                _background.add(task)
+                task.add_done_callback(_background.discard)
+            ctx.route.pool.release(pooled, reusable=reusable)
+            if not reusable:
+                with contextlib.suppress(Exception):
+                    pooled.session.attach(None)
+
+    def _discard(self, ctx: CallContext) -> None:
+        self._release(ctx, reusable=False)
+
+
+_background: set[asyncio.Task[None]] = set()

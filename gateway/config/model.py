@@ -1,0 +1,165 @@
+"""The user-facing YAML schema.
+
+Strict on purpose (``extra="forbid"``): a misspelt option in a gateway config is a silent outage
+waiting to happen, so an unknown key is an error that names its YAML path. This module imports
+nothing else from the package; :mod:`gateway.config.load` turns the validated model into the runtime
+settings the rest of the gateway reads.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveSeconds = Annotated[float, Field(gt=0, le=86_400)]
+
+
+class ListenConfig(_Strict):
+    """Where the gateway accepts client traffic."""
+
+    host: str = Field("0.0.0.0", description="Interface to bind. Use 127.0.0.1 for local-only.")  # noqa: S104
+    port: int = Field(8080, ge=0, le=65535, description="TCP port (0 picks a free one).")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger bodies get HTTP 413."
+    )
+
+
+class StateConfig(_Strict):
+    """Sealing keys for requestState (AES-256-GCM via HKDF)."""
+
+    keys: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Secrets, each at least 32 bytes. The first seals, every one unseals (rotation: prepend the new "
+            "key, drop the old one after the hold TTL). Overridden by the MRTR_GATEWAY_STATE_KEYS environment "
+            "variable (comma-separated). Generate one with `mrtr-gateway gen-key`."
+        ),
+    )
+    ttl: PositiveSeconds = Field(
+        600, description="Upper bound on a requestState's lifetime in seconds (a hold's TTL caps it further)."
+    )
+
+    @field_validator("keys")
+    @classmethod
+    def _long_enough(cls, keys: list[str]) -> list[str]:
+        for index, key in enumerate(keys):
+            if len(key.encode()) < 32:
+                raise ValueError(
+                    f"key #{index} is {len(key.encode())} bytes; each key must be at least 32 bytes "
+                    "(generate one with `mrtr-gateway gen-key`)"
+                )
+        return keys
+
+
+class CacheHints(_Strict):
+    """Caching hints the gateway adds to cacheable 2026-07-28 results (legacy servers have none)."""
+
+    ttl_ms: int = Field(0, ge=0, description="ttlMs put on cacheable results. 0 = do not reuse.")
+    scope: Literal["public", "private"] = Field(
+        "private", description="cacheScope put on cacheable results. 'private' is the safe default."
+    )
+
+
+class BackendConfig(_Strict):
+    """The legacy MCP server behind a route."""
+
+    url: str = Field(description="The legacy server's MCP endpoint (streamable HTTP) or SSE URL (sse).")
+    transport: Literal["streamable-http", "sse"] = Field(
+        "streamable-http", description="Legacy transport. 'sse' (2024-11-05 HTTP+SSE) is not available yet."
+    )
+    timeout: PositiveSeconds = Field(
+        30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
+    )
+    connect_timeout: PositiveSeconds = Field(5, description="Seconds to establish a TCP connection.")
+    protocol_version: Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] | None = Field(
+        None, description="Pin the handshake revision offered to the backend. Default: the newest."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Extra headers sent on every backend request (e.g. an API key)."
+    )
+    forward_authorization: bool = Field(True, description="Forward the client's Authorization header to the backend.")
+    max_sessions: int = Field(64, ge=1, description="Upper bound on open backend sessions for this route.")
+    session_idle: PositiveSeconds = Field(
+        300, description="Seconds an unused backend session is kept before it is closed (DELETE)."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError("must be an absolute http:// or https:// URL")
+        return url
+
+
+class HoldPolicy(_Strict):
+    """How long a legacy exchange waiting for client input is kept."""
+
+    ttl: PositiveSeconds = Field(300, description="Seconds a held exchange waits for the client's retry.")
+    max_rounds: int = Field(10, ge=1, le=100, description="Most input rounds one call may take.")
+    batch_window: float = Field(
+        0.05,
+        ge=0,
+        le=5,
+        description="Seconds to wait for more server requests after the first, so they share one round.",
+    )
+
+
+class RouteConfig(_Strict):
+    """One public MCP endpoint mapped to one legacy backend."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", description="Route id (logs, metrics).")
+    path: str = Field(description="Public path the 2026-07-28 endpoint is served on, e.g. /mcp.")
+    backend: BackendConfig
+    cache: CacheHints = Field(default_factory=CacheHints)
+    holds: HoldPolicy = Field(default_factory=HoldPolicy)
+
+    @field_validator("path")
+    @classmethod
+    def _abs_path(cls, path: str) -> str:
+        if not path.startswith("/") or any(c.isspace() for c in path) or path in ("/healthz", "/readyz", "/metrics"):
+            raise ValueError("must start with '/', contain no spaces and not be /healthz, /readyz or /metrics")
+        return path
+
+
+class LimitsConfig(_Strict):
+    """Global bounds that keep memory flat under abuse."""
+
+    max_holds: int = Field(10_000, ge=1, description="Most held exchanges across all routes.")
+    max_holds_per_principal: int = Field(100, ge=1, description="Most held exchanges per client credential.")
+    retry_after: int = Field(5, ge=1, description="Retry-After seconds sent with HTTP 503 when a bound is hit.")
+
+
+class LoggingConfig(_Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    json_logs: bool | None = Field(None, alias="json", description="JSON lines (default: when not a TTY).")
+
+
+class GatewayConfig(_Strict):
+    """Top level of the YAML file."""
+
+    listen: ListenConfig = Field(default_factory=ListenConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    replica_id: str | None = Field(
+        None,
+        description="This replica's id, sealed into requestState (default: MRTR_GATEWAY_REPLICA_ID or hostname).",
+    )
+    routes: list[RouteConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_routes(self) -> GatewayConfig:
+        names = [r.name for r in self.routes]
+        paths = [r.path for r in self.routes]
+        for label, values in (("name", names), ("path", paths)):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"routes: duplicate {label} {', '.join(dupes)}")
+        return self

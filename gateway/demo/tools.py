@@ -1,0 +1,406 @@
+"""What the demo backend offers: its tools, one prompt, two resources and a completion.
+
+The names and result texts here are a contract. The gateway's own tests and the
+``mrtr-gateway demo`` walkthrough call these tools through the gateway and assert on the
+text they return, so every tool answers with one short, predictable line
+(``"city=Paris"``, ``"name=Ada;color=blue"``, ``"counted=3"``).
+
+Nothing in this module knows about HTTP or sessions. A tool reaches its client only
+through a :class:`ToolContext`, which the transport in :mod:`gateway.demo.backend`
+implements: it decides which stream a server→client request travels on, refuses to send
+one the session's client did not declare a capability for, and bounds every wait for an
+answer. Tools report those refusals, and any bad argument, as a tool error result
+(:class:`ToolFailure`); protocol-level failures that a real server answers with a JSON-RPC
+error (unknown tool, unknown resource, URL elicitation required) are :class:`RpcError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp_types.jsonrpc import INVALID_PARAMS, URL_ELICITATION_REQUIRED
+
+JsonObject = dict[str, Any]
+
+RESOURCE_NOT_FOUND = -32002
+"""Legacy servers answer an unknown resource URI with this code (2026-07-28 uses -32602)."""
+
+URL_ELICITATION_PROTOCOL_VERSION = "2025-11-25"
+
+
+class RpcError(Exception):
+    """A failure the server answers with a JSON-RPC error object instead of a result."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> JsonObject:
+        error: JsonObject = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ToolFailure(Exception):
+    """A tool could not do its job; the call still succeeds with ``isError: true``."""
+
+
+class ToolContext(Protocol):
+    """The slice of one ``tools/call`` a tool may touch."""
+
+    @property
+    def protocol_version(self) -> str:
+        """The protocol revision negotiated for the session."""
+        ...
+
+    @property
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header of the HTTP request that carried the call."""
+        ...
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """``params._meta.progressToken`` of the call, if the client sent one."""
+        ...
+
+    @property
+    def session_flags(self) -> set[str]:
+        """Per-session memory for tools that behave differently on a second call."""
+        ...
+
+    def notify(self, method: str, params: JsonObject) -> None:
+        """Send a notification related to this call."""
+        ...
+
+    def log(self, level: str, data: Any) -> None:
+        """Send a ``notifications/message`` if the session's log level lets it through."""
+        ...
+
+    async def request_all(
+        self, requests: Sequence[tuple[str, JsonObject | None]], *, standalone: bool = False
+    ) -> list[JsonObject]:
+        """Send every server→client request before awaiting any answer; return the results.
+
+        Raises :class:`ToolFailure` when a request cannot be sent, the client answers with a
+        JSON-RPC error, or no answer arrives in time.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: JsonObject
+    run: Callable[[ToolContext, JsonObject], Awaitable[str]]
+
+    def to_json(self) -> JsonObject:
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+
+
+def _schema(properties: JsonObject | None = None) -> JsonObject:
+    props = properties or {}
+    return {"type": "object", "properties": props, "required": sorted(props)}
+
+
+def _number(arguments: JsonObject, name: str) -> float | int:
+    value = arguments.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ToolFailure(f"invalid arguments: {name!r} must be a number")
+    return value
+
+
+def _string(arguments: JsonObject, name: str) -> str:
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        raise ToolFailure(f"invalid arguments: {name!r} must be a string")
+    return value
+
+
+def _form(ctx: ToolContext, message: str, field: str) -> tuple[str, JsonObject]:
+    params: JsonObject = {
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {field: {"type": "string"}},
+            "required": [field],
+        },
+    }
+    # "mode" only exists since 2025-11-25; 2025-06-18 elicitation is form-only and has no field for it.
+    if ctx.protocol_version >= URL_ELICITATION_PROTOCOL_VERSION:
+        params = {"mode": "form", **params}
+    return "elicitation/create", params
+
+
+def _accepted(answer: JsonObject, field: str) -> str | None:
+    """The answered field of an accepted elicitation, or None when the user did not accept."""
+    if answer.get("action") != "accept":
+        return None
+    content = answer.get("content")
+    value = content.get(field) if isinstance(content, dict) else None
+    if not isinstance(value, str):
+        raise ToolFailure(f"elicitation answer has no string {field!r}")
+    return value
+
+
+def _declined(answer: JsonObject) -> str:
+    return f"action={answer.get('action')}"
+
+
+def _sampling(text: str) -> tuple[str, JsonObject]:
+    return "sampling/createMessage", {
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"Summarize: {text}"}}],
+        "maxTokens": 100,
+    }
+
+
+def _sampled_text(answer: JsonObject) -> str:
+    content = answer.get("content")
+    # 2025-11-25 allows a list of content blocks; earlier revisions send exactly one.
+    blocks = content if isinstance(content, list) else [content]
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return str(block["text"])
+    raise ToolFailure("sampling answer has no text content")
+
+
+async def _add(ctx: ToolContext, arguments: JsonObject) -> str:
+    return str(_number(arguments, "a") + _number(arguments, "b"))
+
+
+async def _echo(ctx: ToolContext, arguments: JsonObject) -> str:
+    return _string(arguments, "text")
+
+
+async def _ask_city(ctx: ToolContext, arguments: JsonObject) -> str:
+    (answer,) = await ctx.request_all([_form(ctx, "Which city?", "city")])
+    city = _accepted(answer, "city")
+    return _declined(answer) if city is None else f"city={city}"
+
+
+async def _ask_two(ctx: ToolContext, arguments: JsonObject) -> str:
+    (first,) = await ctx.request_all([_form(ctx, "What is your name?", "name")])
+    name = _accepted(first, "name")
+    if name is None:
+        return _declined(first)
+    (second,) = await ctx.request_all([_form(ctx, f"Hello {name}, what is your favourite color?", "color")])
+    color = _accepted(second, "color")
+    return _declined(second) if color is None else f"name={name};color={color}"
+
+
+async def _summarize(ctx: ToolContext, arguments: JsonObject) -> str:
+    (answer,) = await ctx.request_all([_sampling(_string(arguments, "text"))])
+    return f"sampled={_sampled_text(answer)}"
+
+
+async def _show_roots(ctx: ToolContext, arguments: JsonObject) -> str:
+    # Like the mcp 1.x SDK, list_roots() is not tied to the call, so it travels on the GET stream.
+    (answer,) = await ctx.request_all([("roots/list", None)], standalone=True)
+    roots = answer.get("roots")
+    if not isinstance(roots, list):
+        raise ToolFailure("roots/list answer has no roots")
+    return "roots=" + ",".join(str(root.get("uri")) for root in roots if isinstance(root, dict))
+
+
+async def _ask_and_sample(ctx: ToolContext, arguments: JsonObject) -> str:
+    elicited, sampled = await ctx.request_all([_form(ctx, "Which city?", "city"), _sampling("the city")])
+    city = _accepted(elicited, "city")
+    first = _declined(elicited) if city is None else f"city={city}"
+    return f"{first};sampled={_sampled_text(sampled)}"
+
+
+async def _slow(ctx: ToolContext, arguments: JsonObject) -> str:
+    seconds = _number(arguments, "seconds")
+    if seconds < 0:
+        raise ToolFailure("invalid arguments: 'seconds' must not be negative")
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+async def _count(ctx: ToolContext, arguments: JsonObject) -> str:
+    n = _number(arguments, "n")
+    if not isinstance(n, int) or not 0 <= n <= 1000:
+        raise ToolFailure("invalid arguments: 'n' must be an integer between 0 and 1000")
+    for i in range(1, n + 1):
+        if ctx.progress_token is not None:
+            ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": i, "total": n})
+        ctx.log("info", f"count {i}/{n}")
+    return f"counted={n}"
+
+
+async def _ping_me(ctx: ToolContext, arguments: JsonObject) -> str:
+    await ctx.request_all([("ping", None)])
+    return "pong"
+
+
+async def _whoami(ctx: ToolContext, arguments: JsonObject) -> str:
+    return ctx.authorization or "none"
+
+
+async def _url_login(ctx: ToolContext, arguments: JsonObject) -> str:
+    if ctx.protocol_version != URL_ELICITATION_PROTOCOL_VERSION:
+        raise ToolFailure(f"url_login needs protocol {URL_ELICITATION_PROTOCOL_VERSION}")
+    if "url_login" in ctx.session_flags:
+        return "logged-in"
+    ctx.session_flags.add("url_login")
+    elicitation_id = str(uuid.uuid4())
+    raise RpcError(
+        URL_ELICITATION_REQUIRED,
+        "URL elicitation required",
+        {
+            "elicitations": [
+                {
+                    "mode": "url",
+                    "elicitationId": elicitation_id,
+                    "url": f"https://example.invalid/login?elicitation={elicitation_id}",
+                    "message": "Sign in",
+                }
+            ]
+        },
+    )
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            "add",
+            "Add two numbers.",
+            _schema({"a": {"type": "number"}, "b": {"type": "number"}}),
+            _add,
+        ),
+        Tool("echo", "Return the text unchanged.", _schema({"text": {"type": "string"}}), _echo),
+        Tool("ask_city", "Ask the user for a city (one form elicitation).", _schema(), _ask_city),
+        Tool("ask_two", "Ask for a name, then a color (two dependent elicitations).", _schema(), _ask_two),
+        Tool("summarize", "Summarize text via sampling.", _schema({"text": {"type": "string"}}), _summarize),
+        Tool("show_roots", "List the client's roots (asked on the GET stream).", _schema(), _show_roots),
+        Tool("ask_and_sample", "Elicit and sample at once, before either answer.", _schema(), _ask_and_sample),
+        Tool("slow", "Sleep for a while.", _schema({"seconds": {"type": "number"}}), _slow),
+        Tool("count", "Report progress n times.", _schema({"n": {"type": "integer"}}), _count),
+        Tool("ping_me", "Ping the client and wait for the answer.", _schema(), _ping_me),
+        Tool("whoami", "Return the Authorization header of this call.", _schema(), _whoami),
+        Tool("url_login", "Require a URL-mode sign-in once per session.", _schema(), _url_login),
+    )
+}
+
+
+def _text_result(text: str, *, is_error: bool) -> JsonObject:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+async def call_tool(ctx: ToolContext, params: JsonObject) -> JsonObject:
+    """Run ``tools/call``; unknown tools are a JSON-RPC error, tool failures an error result."""
+    name = params.get("name")
+    tool = TOOLS.get(name) if isinstance(name, str) else None
+    if tool is None:
+        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+    arguments = params.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        return _text_result("invalid arguments: expected an object", is_error=True)
+    try:
+        return _text_result(await tool.run(ctx, arguments), is_error=False)
+    except ToolFailure as exc:
+        return _text_result(str(exc), is_error=True)
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"tools:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: object) -> int:
+    decoded = ""
+    if isinstance(cursor, str):
+        try:
+            decoded = base64.urlsafe_b64decode(cursor.encode()).decode()
+        except (ValueError, binascii.Error) as exc:
+            raise RpcError(INVALID_PARAMS, "Invalid cursor") from exc
+    prefix, _, offset = decoded.partition(":")
+    if prefix != "tools" or not offset.isdigit():
+        raise RpcError(INVALID_PARAMS, "Invalid cursor")
+    return int(offset)
+
+
+def list_tools(params: JsonObject, page_size: int | None) -> JsonObject:
+    """``tools/list``; paginated with an opaque ``nextCursor`` when ``page_size`` is set."""
+    tools = [tool.to_json() for tool in TOOLS.values()]
+    if page_size is None:
+        return {"tools": tools}
+    cursor = params.get("cursor")
+    start = 0 if cursor is None else _decode_cursor(cursor)
+    if not 0 <= start < len(tools):
+        raise RpcError(INVALID_PARAMS, "Invalid cursor")
+    end = start + page_size
+    result: JsonObject = {"tools": tools[start:end]}
+    if end < len(tools):
+        result["nextCursor"] = _encode_cursor(end)
+    return result
+
+
+def list_prompts() -> JsonObject:
+    return {
+        "prompts": [
+            {
+                "name": "greet",
+                "description": "Greet someone by name.",
+                "arguments": [{"name": "name", "description": "Who to greet", "required": True}],
+            }
+        ]
+    }
+
+
+def get_prompt(params: JsonObject) -> JsonObject:
+    if params.get("name") != "greet":
+        raise RpcError(INVALID_PARAMS, f"Unknown prompt: {params.get('name')}")
+    arguments = params.get("arguments") or {}
+    name = arguments.get("name") if isinstance(arguments, dict) else None
+    if not isinstance(name, str):
+        raise RpcError(INVALID_PARAMS, "Missing required argument: name")
+    return {
+        "description": "Greet someone by name.",
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"Please greet {name}."}}],
+    }
+
+
+README_URI = "demo://readme"
+ITEM_PREFIX = "demo://item/"
+README_TEXT = "# mrtr demo backend\n\nA small legacy MCP server used to demonstrate mrtr-gateway.\n"
+
+
+def list_resources() -> JsonObject:
+    return {"resources": [{"uri": README_URI, "name": "readme", "mimeType": "text/markdown"}]}
+
+
+def list_resource_templates() -> JsonObject:
+    return {
+        "resourceTemplates": [
+            {"uriTemplate": ITEM_PREFIX + "{id}", "name": "item", "mimeType": "text/plain"},
+        ]
+    }
+
+
+def read_resource(params: JsonObject) -> JsonObject:
+    uri = params.get("uri")
+    if uri == README_URI:
+        return {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": README_TEXT}]}
+    if isinstance(uri, str) and uri.startswith(ITEM_PREFIX) and len(uri) > len(ITEM_PREFIX):
+        item = uri.removeprefix(ITEM_PREFIX)
+        return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": f"item {item}"}]}
+    raise RpcError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+
+
+COMPLETION_VALUES = ("alpha", "beta", "gamma")
+
+
+def complete(params: JsonObject) -> JsonObject:
+    """``completion/complete``: the same short list whatever is being completed."""
+    values = list(COMPLETION_VALUES)
+    return {"completion": {"values": values, "total": len(values), "hasMore": False}}

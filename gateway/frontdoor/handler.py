@@ -1,0 +1,136 @@
+"""The 2026-07-28 HTTP endpoint of one route.
+
+Reads the body (bounded), asks the pure classifier what the request is, hands accepted requests
+to the call driver and writes one JSON-RPC response. Rejections and gateway errors are written
+with the status from :data:`gateway.errors.HTTP_STATUS_FOR_CODE`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import structlog
+from aiohttp import web
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from gateway import keys
+from gateway.calls import Caller, RouteRuntime
+from gateway.errors import GatewayError, Overloaded, http_status_for
+from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
+
+log = structlog.get_logger("gateway.frontdoor")
+
+_HOP_HEADERS = {"authorization"}
+
+
+def _jsonrpc(id_: Any, *, result: Any = None, error: Any = None) -> bytes:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": id_}
+    if error is not None:
+        body["error"] = error
+    else:
+        body["result"] = result
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json_response(payload: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=payload, status=status, content_type="application/json", headers=headers)
+
+
+def render_rejection(rejection: Rejection) -> web.Response:
+    if rejection.code is None:
+        return web.Response(status=rejection.http_status, headers=dict(rejection.headers))
+    error: dict[str, Any] = {"code": rejection.code, "message": rejection.message}
+    if rejection.data is not None:
+        error["data"] = rejection.data
+    return _json_response(_jsonrpc(rejection.id, error=error), rejection.http_status, dict(rejection.headers))
+
+
+def render_error(id_: Any, exc: GatewayError) -> web.Response:
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
+    return _json_response(_jsonrpc(id_, error=exc.to_error()), http_status_for(exc.code), headers)
+
+
+def caller_of(request: web.Request, route: RouteRuntime) -> Caller:
+    backend = route.config.backend
+    credential = request.headers.get("Authorization")
+    forward = dict(backend.headers)
+    if backend.forward_authorization and credential:
+        forward["Authorization"] = credential
+    return Caller(credential=credential, forward_headers=forward)
+
+
+def make_handler(path: str) -> Any:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        app = request.app
+        route = app[keys.ROUTES][path]
+        settings = app[keys.SETTINGS]
+        metrics = app[keys.METRICS]
+        started = time.perf_counter()
+        limit = settings.config.listen.max_body_bytes
+        body = await request.content.read(limit + 1)
+        outcome = classify(request.method, list(request.headers.items()), body, max_body_bytes=limit)
+        method = outcome.method if isinstance(outcome, Accepted | NotificationAccepted) else "-"
+        structlog.contextvars.bind_contextvars(route=route.name, rpc_method=method)
+        try:
+            response = await _dispatch(request, route, outcome)
+        finally:
+            structlog.contextvars.unbind_contextvars("route", "rpc_method")
+        elapsed = time.perf_counter() - started
+        metrics.request_seconds.labels(route.name, method).observe(elapsed)
+        log.info(
+            "request",
+            route=route.name,
+            rpc_method=method,
+            status=response.status,
+            duration_ms=round(elapsed * 1000, 2),
+        )
+        return response
+
+    return handle
+
+
+async def _dispatch(
+    request: web.Request,
+    route: RouteRuntime,
+    outcome: Accepted | NotificationAccepted | LegacyHandshake | Rejection,
+) -> web.StreamResponse:
+    app = request.app
+    metrics = app[keys.METRICS]
+    if isinstance(outcome, Rejection):
+        metrics.rejections.labels(outcome.reason).inc()
+        metrics.requests.labels(route.name, "-", "rejected").inc()
+        log.info("request_rejected", reason=outcome.reason, status=outcome.http_status)
+        return render_rejection(outcome)
+    if isinstance(outcome, NotificationAccepted):
+        metrics.requests.labels(route.name, outcome.method, "notification").inc()
+        return web.Response(status=202)
+    if isinstance(outcome, LegacyHandshake):
+        metrics.rejections.labels("handshake_era").inc()
+        message = outcome.message
+        requested = request.headers.get("MCP-Protocol-Version")
+        params = message.get("params")
+        if requested is None and isinstance(params, dict):
+            requested = params.get("protocolVersion")
+        error = {
+            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "message": "Unsupported protocol version",
+            "data": {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
+        }
+        id_ = message.get("id")
+        if "id" not in message:
+            return web.Response(status=202)
+        return _json_response(_jsonrpc(id_, error=error), 400)
+    driver = app[keys.DRIVER]
+    try:
+        result = await driver.call(route, outcome, caller_of(request, route))
+    except GatewayError as exc:
+        metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
+        if exc.code not in (-32602, -32601):
+            log.warning("request_failed", reason=exc.reason, code=exc.code)
+        return render_error(outcome.id, exc)
+    kind = result.get("resultType", "complete")
+    metrics.requests.labels(route.name, outcome.method, str(kind)).inc()
+    return _json_response(_jsonrpc(outcome.id, result=result))

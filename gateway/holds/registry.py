@@ -1,0 +1,165 @@
+"""In-memory registry of held legacy exchanges.
+
+A *hold* is a backend call paused on server requests the modern client must answer: the leased
+session, the open exchange, which backend request ids wait behind which input keys, the round
+number and a deadline. The registry enforces three things the sealed state cannot:
+
+* **single use** — a round can be taken once; a second retry with the same (or an older) round's
+  state is refused, and a hold in use by one retry is invisible to others;
+* **bounds** — a global and a per-principal cap, so abuse cannot grow memory without limit;
+* **expiry** — a reaper hands expired holds to ``on_expire``, which answers the backend itself
+  (elicitation → cancel, others → error) so the legacy tool finishes and the session is freed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import Overloaded
+
+JsonObj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Pending:
+    """One backend server request waiting for the client's answer."""
+
+    backend_id: str | int
+    method: str
+    request: JsonObj  # the inputRequests entry as sent to the client
+    elicitation_id: str | None = None
+
+
+@dataclass(eq=False)
+class Hold:
+    id: str
+    route: str
+    principal: str | None
+    method: str
+    target: str
+    args_digest: str
+    deadline: float
+    context: Any  # the call driver's state: leased session, exchange, capabilities…
+    pending: dict[str, Pending] = field(default_factory=dict)
+    round: int = 0
+    """Round of the currently outstanding requestState (0 until the first is sealed)."""
+    counter: int = 0
+    busy: bool = False
+
+    def next_key(self, prefix_fn: Callable[[str, int], str], method: str) -> str:
+        self.counter += 1
+        return prefix_fn(method, self.counter)
+
+
+class RefusedHold(Exception):
+    """The hold cannot serve this retry; ``reason`` goes to the log, never to the client."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HoldRegistry:
+    def __init__(
+        self,
+        *,
+        max_holds: int,
+        max_per_principal: int,
+        retry_after: int,
+        on_expire: Callable[[Hold], Coroutine[Any, Any, None]],
+        on_change: Callable[[int], None] | None = None,
+    ) -> None:
+        self._holds: dict[str, Hold] = {}
+        self._per_principal: Counter[str] = Counter()
+        self._max = max_holds
+        self._max_per_principal = max_per_principal
+        self._retry_after = retry_after
+        self._on_expire = on_expire
+        self._on_change = on_change
+        self._expiring: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._holds)
+
+    def _report(self) -> None:
+        if self._on_change is not None:
+            self._on_change(len(self._holds))
+
+    def admit(self, principal: str | None) -> None:
+        """Refuse a new interactive call when a bound is reached (before any backend work)."""
+        if len(self._holds) >= self._max:
+            raise Overloaded("hold_limit", self._retry_after)
+        if self._per_principal[principal or "-"] >= self._max_per_principal:
+            raise Overloaded("principal_hold_limit", self._retry_after)
+
+    def new_id(self) -> str:
+        return secrets.token_urlsafe(12)
+
+    def add(self, hold: Hold) -> None:
+        self.admit(hold.principal)
+        self._holds[hold.id] = hold
+        self._per_principal[hold.principal or "-"] += 1
+        self._report()
+
+    def take(self, hold_id: str, round_: int) -> Hold:
+        """Claim a hold for one retry; refuse when absent, busy, or the round is not current."""
+        hold = self._holds.get(hold_id)
+        if hold is None:
+            raise RefusedHold("hold_unknown")
+        if hold.busy:
+            raise RefusedHold("hold_busy")
+        if round_ != hold.round:
+            raise RefusedHold("round_replayed" if round_ < hold.round else "round_unknown")
+        if hold.deadline <= time.monotonic():
+            raise RefusedHold("hold_expired")
+        hold.busy = True
+        return hold
+
+    def put_back(self, hold: Hold, *, next_round: bool, deadline: float) -> None:
+        """Return a claimed hold for its next retry; ``next_round`` invalidates the old state."""
+        if next_round:
+            hold.round += 1
+        hold.deadline = deadline
+        hold.busy = False
+
+    def release_claim(self, hold: Hold) -> None:
+        """A claimed hold whose retry failed before any backend effect: same round stays valid."""
+        hold.busy = False
+
+    def remove(self, hold: Hold) -> None:
+        if self._holds.pop(hold.id, None) is not None:
+            key = hold.principal or "-"
+            self._per_principal[key] -= 1
+            if self._per_principal[key] <= 0:
+                del self._per_principal[key]
+            self._report()
+
+    def expired(self, now: float | None = None) -> list[Hold]:
+        now = time.monotonic() if now is None else now
+        return [h for h in self._holds.values() if h.deadline <= now and not h.busy]
+
+    def reap(self, now: float | None = None) -> int:
+        """Remove expired holds and hand each to ``on_expire`` (in the background)."""
+        doomed = self.expired(now)
+        for hold in doomed:
+            self.remove(hold)
+            task = asyncio.create_task(self._on_expire(hold), name=f"hold-expire-{hold.id}")
+            self._expiring.add(task)
+            task.add_done_callback(self._expiring.discard)
+        return len(doomed)
+
+    async def close(self) -> None:
+        """Expire every hold now (shutdown) and wait for the backends to be answered."""
+        for hold in list(self._holds.values()):
+            self.remove(hold)
+            task = asyncio.create_task(self._on_expire(hold))
+            self._expiring.add(task)
+            task.add_done_callback(self._expiring.discard)
+        if self._expiring:
+            await asyncio.gather(*self._expiring, return_exceptions=True)

@@ -1,0 +1,19 @@
+"""Every typed ``web.AppKey`` of the gateway application, in one place."""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from gateway.calls import CallDriver, RouteRuntime
+from gateway.config.load import Settings
+from gateway.holds.registry import HoldRegistry
+from gateway.observability.metrics import Metrics
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
+ROUTES = web.AppKey("routes", dict[str, RouteRuntime])
+DRIVER = web.AppKey("driver", CallDriver)
+HOLDS = web.AppKey("holds", HoldRegistry)
+READY = web.AppKey("ready", dict[str, bool])

@@ -1,0 +1,101 @@
+"""What a sealed ``requestState`` says, and the two digests that keep it small and private.
+
+The MCP 2026-07-28 spec makes the echoed ``requestState`` attacker-controlled, so the gateway never
+trusts anything a client sends back beyond what it sealed itself. :class:`Claims` is that sealed
+content: enough to bind a retry to the exact request it continues (route, method, target, a digest
+of the arguments, the caller) and to find the held legacy exchange (hold id, round, owning replica).
+
+Two values are digests rather than copies, for different reasons:
+
+* :func:`args_digest` binds the arguments without carrying them. Arguments can be large, and the
+  token only has to prove "same arguments as the round that minted it", not reproduce them.
+* :func:`principal_tag` binds the caller's credential without carrying it, even encrypted. It is a
+  keyed MAC (HMAC-SHA256 under a salt derived from the gateway's key ring), so a leaked token does
+  not offer an offline guessing oracle for the credential, and two gateways with different keys
+  produce unrelated tags for the same credential.
+
+Both are truncated to 16 bytes (128 bits) and base64url-encoded without padding, which is plenty
+for equality checks and keeps tokens short.
+
+This module is pure: stdlib only, no I/O, no aiohttp.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Claims", "args_digest", "b64url_nopad", "principal_tag"]
+
+_DIGEST_BYTES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """The content of one sealed ``requestState``; see :mod:`gateway.state.codec` for its wire form.
+
+    ``extra`` is for small JSON-native values (dict/list/str/int/float/bool/None) such as URL-mode
+    elicitation ids or a replay transcript. It is sealed like every other claim; after a round trip
+    it comes back as plain ``dict``/``list`` values, so use those types if you compare claims.
+    """
+
+    iat: int
+    """Issued-at, unix seconds."""
+    exp: int
+    """Expiry, unix seconds; the token is refused from this instant on."""
+    aud: str
+    """Audience: the route name that minted the token."""
+    method: str
+    """``tools/call``, ``prompts/get`` or ``resources/read``."""
+    target: str
+    """Tool or prompt name, or resource URI."""
+    args_digest: str
+    """:func:`args_digest` of the request's arguments."""
+    principal: str | None
+    """:func:`principal_tag` of the caller's credential; ``None`` when the client presented none."""
+    hold_id: str
+    """The held legacy exchange this token continues."""
+    round: int
+    """1-based input round; the hold registry refuses stale rounds."""
+    owner: str
+    """Replica id of the gateway instance that holds the exchange."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Small JSON-native extras, sealed too."""
+
+
+def b64url_nopad(data: bytes) -> str:
+    """Base64url without padding: the one text encoding every value in this package uses."""
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def args_digest(arguments: Mapping[str, Any] | None) -> str:
+    """Order-independent digest of a request's arguments (``None`` digests like ``{}``).
+
+    Canonical JSON (sorted keys, no whitespace, UTF-8 text) hashed with SHA-256, first 16 bytes.
+    The ``surrogatepass`` encode keeps this total: a lone surrogate in client text digests instead
+    of raising, and the digest is never decoded.
+    """
+    canonical = json.dumps(
+        {} if arguments is None else dict(arguments),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return b64url_nopad(hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()[:_DIGEST_BYTES])
+
+
+def principal_tag(credential: str | None, salt: bytes) -> str | None:
+    """Keyed, truncated MAC of the client's credential, or ``None`` when there is no credential.
+
+    ``salt`` is normally :attr:`gateway.state.codec.KeyRing.salt`. An empty credential counts as no
+    credential, so a binding never hinges on the empty string.
+    """
+    if not credential:
+        return None
+    mac = hmac.new(salt, credential.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
+    return b64url_nopad(mac[:_DIGEST_BYTES])

@@ -1,0 +1,76 @@
+"""Modern per-request client capabilities ⇄ legacy per-session capabilities.
+
+Legacy capabilities are fixed when a session is initialized, modern ones travel with every
+request; so backend sessions are keyed by the *normalized* modern capabilities and initialized
+with exactly their legacy mapping for the offered revision (wire reference §5). Only what a legacy
+server can act on survives normalization: elicitation (form/url), sampling (tools/context), roots.
+``roots.listChanged`` and ``tasks`` are never declared upstream: the gateway has no modern source
+for ``notifications/roots/list_changed`` and does not host client-side tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types.version import is_version_at_least
+
+JsonObj = dict[str, Any]
+
+INPUT_KIND_BY_METHOD: Mapping[str, str] = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def normalize(caps: Mapping[str, Any]) -> JsonObj:
+    """Reduce modern client capabilities to the parts that matter to a legacy backend."""
+    out: JsonObj = {}
+    elicitation = caps.get("elicitation")
+    if isinstance(elicitation, Mapping):
+        modes: JsonObj = {m: {} for m in ("form", "url") if isinstance(elicitation.get(m), Mapping)}
+        out["elicitation"] = modes or {"form": {}}
+    sampling = caps.get("sampling")
+    if isinstance(sampling, Mapping):
+        out["sampling"] = {k: {} for k in ("context", "tools") if isinstance(sampling.get(k), Mapping)}
+    if isinstance(caps.get("roots"), Mapping):
+        out["roots"] = {}
+    return out
+
+
+def cache_key(normalized: Mapping[str, Any]) -> str:
+    return json.dumps(normalized, sort_keys=True, separators=(",", ":"))
+
+
+def to_legacy(normalized: Mapping[str, Any], version: str) -> JsonObj:
+    """The ``initialize`` capabilities to declare for ``version`` given normalized modern ones."""
+    out: JsonObj = {}
+    if "elicitation" in normalized and is_version_at_least(version, "2025-06-18"):
+        if is_version_at_least(version, "2025-11-25"):
+            out["elicitation"] = dict(normalized["elicitation"])
+        else:
+            out["elicitation"] = {}
+    if "sampling" in normalized:
+        out["sampling"] = dict(normalized["sampling"]) if is_version_at_least(version, "2025-11-25") else {}
+    if "roots" in normalized:
+        out["roots"] = {}
+    return out
+
+
+def allows(normalized: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> JsonObj | None:
+    """None when the client declared what ``method`` needs; else the missing capabilities."""
+    kind = INPUT_KIND_BY_METHOD.get(method)
+    if kind is None:
+        return {}
+    declared = normalized.get(kind)
+    if declared is None:
+        return {kind: {}}
+    if kind == "elicitation":
+        mode = params.get("mode", "form")
+        if mode not in declared:
+            return {"elicitation": {mode: {}}}
+    if kind == "sampling" and (params.get("tools") or params.get("toolChoice")) and "tools" not in declared:
+        return {"sampling": {"tools": {}}}
+    return None

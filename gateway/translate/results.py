@@ -1,0 +1,96 @@
+"""Legacy results and errors → 2026-07-28 results and errors (pure functions).
+
+Every modern result carries ``resultType``; cacheable ones carry ``ttlMs``/``cacheScope`` (legacy
+servers have no such hints, so the route supplies safe ones); ``serverInfo`` moves into result
+``_meta``; the retired ``-32002`` (resource not found) becomes ``-32602``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types import SERVER_INFO_META_KEY
+from mcp_types.methods import CACHEABLE_METHODS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+JsonObj = dict[str, Any]
+
+LEGACY_RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+
+
+def complete_result(
+    method: str,
+    legacy: Mapping[str, Any],
+    *,
+    ttl_ms: int,
+    cache_scope: str,
+    server_info: Mapping[str, Any] | None,
+    cacheable: bool = True,
+) -> JsonObj:
+    """A legacy result as a 2026-07-28 ``complete`` result for ``method``.
+
+    ``cacheable=False`` is used for results of MRTR retries, which must not be cached; the hints
+    are still present (the schema requires them on cacheable methods) but with ``ttlMs: 0`` and
+    ``private`` scope.
+    """
+    result: JsonObj = {k: v for k, v in legacy.items() if k != "resultType"}
+    result["resultType"] = "complete"
+    if method in CACHEABLE_METHODS:
+        result["ttlMs"] = ttl_ms if cacheable else 0
+        result["cacheScope"] = cache_scope if cacheable else "private"
+    if server_info:
+        meta = dict(result.get("_meta") or {})
+        meta.setdefault(SERVER_INFO_META_KEY, dict(server_info))
+        result["_meta"] = meta
+    return result
+
+
+def discover_result(initialize_result: Mapping[str, Any], *, ttl_ms: int, cache_scope: str) -> JsonObj:
+    """``server/discover`` built from the backend's ``initialize`` result."""
+    capabilities = {
+        k: v
+        for k, v in dict(initialize_result.get("capabilities") or {}).items()
+        if k in ("experimental", "logging", "completions", "prompts", "resources", "tools", "extensions")
+    }
+    result: JsonObj = {
+        "resultType": "complete",
+        "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+        "capabilities": capabilities,
+        "ttlMs": ttl_ms,
+        "cacheScope": cache_scope,
+    }
+    instructions = initialize_result.get("instructions")
+    if isinstance(instructions, str):
+        result["instructions"] = instructions
+    server_info = initialize_result.get("serverInfo")
+    if isinstance(server_info, Mapping):
+        result["_meta"] = {SERVER_INFO_META_KEY: dict(server_info)}
+    return result
+
+
+def modern_error(error: Mapping[str, Any]) -> JsonObj:
+    """A backend JSON-RPC error as the modern client should see it."""
+    code = error.get("code")
+    out: JsonObj = {
+        "code": code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+        "message": str(error.get("message") or "Backend error")[:1000],
+    }
+    if "data" in error:
+        out["data"] = error["data"]
+    if out["code"] == LEGACY_RESOURCE_NOT_FOUND:
+        out["code"] = INVALID_PARAMS
+    return out
+
+
+def legacy_params(params: Mapping[str, Any]) -> JsonObj:
+    """Request params for the backend: the modern envelope and MRTR fields stripped.
+
+    ``progressToken`` survives so legacy progress can be tied back to the request.
+    """
+    out = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState")}
+    meta = params.get("_meta")
+    if isinstance(meta, Mapping) and "progressToken" in meta:
+        out["_meta"] = {"progressToken": meta["progressToken"]}
+    return out
