@@ -68,7 +68,8 @@ def parse_config(data: Any, *, env: dict[str, str] | None = None) -> Settings:
         raise ConfigError("(top level): the configuration must be a YAML mapping")
     env_keys = env.get(STATE_KEYS_ENV)
     if env_keys:
-        data = {**data, "state": {**(data.get("state") or {}), "keys": [k for k in env_keys.split(",") if k]}}
+        keys = [k.strip() for k in env_keys.split(",") if k.strip()]  # a Secret often ends in a newline
+        data = {**data, "state": {**(data.get("state") or {}), "keys": keys}}
     try:
         config = GatewayConfig.model_validate(data)
     except ValidationError as exc:

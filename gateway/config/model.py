@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Strict(BaseModel):
@@ -37,9 +37,11 @@ class StateConfig(_Strict):
     keys: list[str] = Field(
         default_factory=list,
         description=(
-            "Secrets, each at least 32 bytes. The first seals, every one unseals (rotation: prepend the new "
-            "key, drop the old one after the hold TTL). Overridden by the MRTR_GATEWAY_STATE_KEYS environment "
-            "variable (comma-separated). Generate one with `mrtr-gateway gen-key`."
+            "Secrets, each at least 32 bytes. The first seals, every one unseals. To rotate: add the new key "
+            "at the end of every replica's list first, then move it to the front, then drop the old one after "
+            "the hold TTL, so that no replica ever meets a token sealed with a key it does not know. "
+            "Overridden by the MRTR_GATEWAY_STATE_KEYS environment variable (comma-separated). "
+            "Generate one with `mrtr-gateway gen-key`."
         ),
     )
     ttl: PositiveSeconds = Field(
@@ -55,6 +57,8 @@ class StateConfig(_Strict):
                     f"key #{index} is {len(key.encode())} bytes; each key must be at least 32 bytes "
                     "(generate one with `mrtr-gateway gen-key`)"
                 )
+            if key in keys[:index]:
+                raise ValueError(f"key #{index} repeats key #{keys.index(key)}; remove the duplicate")
         return keys
 
 
@@ -137,7 +141,9 @@ class LimitsConfig(_Strict):
 
 
 class LoggingConfig(_Strict):
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Structured logs, written to stderr."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level written.")
     json_logs: bool | None = Field(None, alias="json", description="JSON lines (default: when not a TTY).")
 
 
@@ -154,12 +160,14 @@ class GatewayConfig(_Strict):
     )
     routes: list[RouteConfig] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _unique_routes(self) -> GatewayConfig:
-        names = [r.name for r in self.routes]
-        paths = [r.path for r in self.routes]
-        for label, values in (("name", names), ("path", paths)):
-            dupes = sorted({v for v in values if values.count(v) > 1})
-            if dupes:
-                raise ValueError(f"routes: duplicate {label} {', '.join(dupes)}")
-        return self
+    @field_validator("routes")
+    @classmethod
+    def _unique_routes(cls, routes: list[RouteConfig]) -> list[RouteConfig]:
+        for label in ("name", "path"):
+            first_seen: dict[str, int] = {}
+            for index, route in enumerate(routes):
+                value = getattr(route, label)
+                if value in first_seen:
+                    raise ValueError(f"duplicate {label} {value!r}: routes[{first_seen[value]}] and routes[{index}]")
+                first_seen[value] = index
+        return routes

@@ -27,6 +27,9 @@ SDK server does, per ``mcp-wire-reference.md`` §6.1:
   stream to ask on, so tools that need input on the POST stream fail with a tool error
   result, and related notifications are dropped, like the SDK in JSON mode.
 * Server→client requests are sent only if the session's client declared the capability.
+* Like the SDK it insists on ``Accept`` (406) and ``Content-Type`` (415), refuses JSON-RPC
+  batches (400), allows one GET stream per session (409) and answers a request cancelled
+  by ``notifications/cancelled`` with nothing: the SSE stream ends, or 204 in JSON mode.
 
 Options and counters
 --------------------
