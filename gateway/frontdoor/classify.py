@@ -265,8 +265,11 @@ def classify(
         request_state = params.get("requestState")
         if request_state is not None and not isinstance(request_state, str):
             return _invalid_params("Invalid params: requestState must be a string", "bad_request_state", valid_id)
+    # inputResponses values are checked later against the kind of the request each key answers:
+    # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do.
+    shape = {k: v for k, v in params.items() if k != "inputResponses"}
     try:
-        validate_client_request(method, envelope_version, params)
+        validate_client_request(method, envelope_version, shape)
     except ValidationError as exc:
         return _invalid_params("Invalid params", "invalid_params", valid_id, {"reason": _summarize(exc)})
 

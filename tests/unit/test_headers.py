@@ -224,9 +224,7 @@ def test_string_argument_is_compared_exactly() -> None:
 
 def test_nested_property_path_is_checked() -> None:
     schema = {
-        "properties": {
-            "target": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}}
-        }
+        "properties": {"target": {"type": "object", "properties": {"zone": {"type": "string", "x-mcp-header": "Zone"}}}}
     }
     assert check_param_headers([("Mcp-Param-Zone", "z1")], {"target": {"zone": "z1"}}, schema) is None
     assert check_param_headers([("Mcp-Param-Zone", "z2")], {"target": {"zone": "z1"}}, schema) is not None

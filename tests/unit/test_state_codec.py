@@ -71,9 +71,9 @@ def reason_of(ring: KeyRing, token: object, now: float = NOW) -> str:
 
 def seal_raw_payload(secret: bytes, payload: bytes) -> str:
     """Build a token by hand from the documented format, so tests can feed authentic bad claims."""
-    key = HKDF(
-        algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm"
-    ).derive(secret)
+    key = HKDF(algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm").derive(
+        secret
+    )
     kid = hashlib.sha256(b"mrtr-gateway/request-state/v1/kid:" + key).digest()[:4]
     nonce = os.urandom(12)
     return "v1." + b64u(kid + nonce + AESGCM(key).encrypt(nonce, payload, b"v1." + kid))
@@ -161,9 +161,7 @@ def test_sealing_the_same_claims_twice_gives_different_tokens() -> None:
 def test_token_layout_matches_the_documented_format() -> None:
     token = KeyRing([OLD]).seal(make_claims())
     raw = b64u_decode(token[3:])
-    key = HKDF(
-        algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm"
-    ).derive(OLD)
+    key = HKDF(algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm").derive(OLD)
     kid = hashlib.sha256(b"mrtr-gateway/request-state/v1/kid:" + key).digest()[:4]
     assert raw[:4] == kid
     plaintext = AESGCM(key).decrypt(raw[4:16], raw[16:], b"v1." + kid)
@@ -616,9 +614,7 @@ def test_ring_salt_is_stable_for_the_same_first_secret() -> None:
 
 
 def test_ring_salt_is_not_the_sealing_key_material() -> None:
-    key = HKDF(
-        algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm"
-    ).derive(OLD)
+    key = HKDF(algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm").derive(OLD)
     assert KeyRing([OLD]).salt != key
     assert KeyRing([OLD]).salt != OLD
 

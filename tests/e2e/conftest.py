@@ -1,0 +1,27 @@
+"""Fixtures for gateway tests against the in-process fake legacy server (gateway.demo.backend)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def fake_backend(request: pytest.FixtureRequest) -> AsyncIterator[tuple[DemoBackend, str]]:
+    opts: dict[str, Any] = getattr(request, "param", {})
+    runner, url = await start_demo_backend(**opts)
+    try:
+        yield runner.app[DEMO_BACKEND_KEY], url
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,142 @@
+"""Test harness: a gateway on a real loopback port, and a bare 2026-07-28 HTTP client.
+
+The bare client speaks the wire directly (aiohttp), so tests can send what an SDK never would:
+tampered states, wrong headers, partial answers. Interop tests use the official SDK instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from gateway.app import build_app
+from gateway.config.load import parse_config
+from gateway.frontdoor.headers import encode_header_value
+
+TEST_KEY = "test-key-0123456789abcdef0123456789abcdef"
+MODERN = "2026-07-28"
+ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+
+
+@dataclass
+class GatewayHandle:
+    app: web.Application
+    base: str
+
+    def url(self, path: str = "/mcp") -> str:
+        return self.base + path
+
+
+def route(name: str, path: str, backend_url: str, **overrides: Any) -> dict[str, Any]:
+    backend = {"url": backend_url, "timeout": 10, **overrides.pop("backend", {})}
+    return {"name": name, "path": path, "backend": backend, **overrides}
+
+
+@asynccontextmanager
+async def running_gateway(routes: list[dict[str, Any]], **config: Any) -> AsyncIterator[GatewayHandle]:
+    data = {"state": {"keys": [TEST_KEY]}, "replica_id": "test-replica", "routes": routes, **config}
+    settings = parse_config(data, env={})
+    app = build_app(settings)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield GatewayHandle(app, f"http://127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: dict[str, Any]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.body, self.body
+        result: dict[str, Any] = self.body["result"]
+        return result
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.body, self.body
+        error: dict[str, Any] = self.body["error"]
+        return error
+
+    @property
+    def text(self) -> str:
+        return " ".join(c["text"] for c in self.result.get("content", []) if c.get("type") == "text")
+
+
+@dataclass
+class BareClient:
+    """A minimal 2026-07-28 client over raw HTTP."""
+
+    http: aiohttp.ClientSession
+    url: str
+    capabilities: dict[str, Any] = field(default_factory=lambda: dict(ALL_CAPS))
+    authorization: str | None = None
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        capabilities: dict[str, Any] | None = None,
+        authorization: str | None = None,
+    ) -> Reply:
+        params = dict(params or {})
+        meta = dict(params.pop("_meta", {}))
+        meta.setdefault("io.modelcontextprotocol/protocolVersion", MODERN)
+        meta.setdefault(
+            "io.modelcontextprotocol/clientCapabilities",
+            self.capabilities if capabilities is None else capabilities,
+        )
+        params["_meta"] = meta
+        body = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+        sent = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            "Content-Type": "application/json",
+        }
+        if method in ("tools/call", "prompts/get"):
+            sent["Mcp-Name"] = encode_header_value(str(params.get("name")))
+        elif method == "resources/read":
+            sent["Mcp-Name"] = encode_header_value(str(params.get("uri")))
+        auth = authorization if authorization is not None else self.authorization
+        if auth:
+            sent["Authorization"] = auth
+        sent.update(headers or {})
+        async with self.http.post(self.url, data=json.dumps(body), headers=sent) as resp:
+            raw = await resp.read()
+            payload = json.loads(raw) if raw else {}
+            return Reply(resp.status, dict(resp.headers), payload)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
+        extra = kw.pop("extra", {})
+        return await self.request("tools/call", {"name": name, "arguments": arguments or {}, **extra}, **kw)
+
+    async def retry(
+        self, name: str, state: str, responses: dict[str, Any], arguments: dict[str, Any] | None = None, **kw: Any
+    ) -> Reply:
+        return await self.call_tool(name, arguments, extra={"inputResponses": responses, "requestState": state}, **kw)
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m", "stopReason": "endTurn"}

@@ -1,0 +1,1 @@
+"""Interop tests: real SDK clients against real SDK servers, in subprocesses."""

@@ -1,0 +1,207 @@
+"""A handshake-era MCP server on ``mcp==1.30.0`` FastMCP: the legacy peer the gateway fronts.
+
+Run it with the legacy interpreter (it cannot import next to ``mcp==2.3.0``)::
+
+    .venv-legacy/bin/python tests/peers/legacy_fastmcp.py --port N \
+        [--transport streamable-http|sse] [--json-response] [--stateless] [--log-level LEVEL]
+
+It binds 127.0.0.1 and prints nothing the caller needs; fixtures poll the port. Streamable HTTP
+serves ``/mcp``; ``--transport sse`` serves the 2024-11-05 transport at ``/sse`` (+ ``/messages/``).
+
+The tool names and their result strings are a contract shared with ``native_mcpserver.py`` so
+one client flow can be asserted against both peers. Every server-to-client request here is the
+inline legacy kind, and where it travels is the point of the exercise:
+
+* ``elicitation/create`` and ``sampling/createMessage`` carry ``related_request_id`` and so ride
+  the SSE stream of the ``tools/call`` POST that caused them;
+* ``roots/list`` has no related request id in 1.30.0 (``ServerSession.list_roots()`` takes none)
+  and therefore arrives on the standalone GET stream;
+* with ``--json-response`` related requests are dropped, and with ``--stateless`` there is no
+  back-channel at all - these modes exist so tests can show the gateway fails them clearly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from mcp.server.elicitation import AcceptedElicitation
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import (
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+    SamplingMessage,
+    TextContent,
+)
+from pydantic import BaseModel
+
+CITY_QUESTION = "Which city?"
+NAME_QUESTION = "What is your name?"
+SUMMARY_PROMPT = "Summarize: {text}"
+CITY_SAMPLING_PROMPT = "Say something about cities."
+KNOWN_NAMES = ("alice", "albert", "bob")
+
+
+class City(BaseModel):
+    city: str
+
+
+class Name(BaseModel):
+    name: str
+
+
+class Color(BaseModel):
+    color: str
+
+
+def color_question(name: str) -> str:
+    return f"Hello {name}, which color?"
+
+
+def _sampled_text(content: object) -> str:
+    if isinstance(content, TextContent):
+        return content.text
+    return f"<{type(content).__name__}>"
+
+
+def build_server(*, json_response: bool, stateless: bool, log_level: str) -> FastMCP:
+    mcp = FastMCP(
+        "mrtr-legacy-peer",
+        host="127.0.0.1",
+        json_response=json_response,
+        stateless_http=stateless,
+        log_level=log_level,  # type: ignore[arg-type]
+    )
+
+    @mcp.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers; needs no client input."""
+        return a + b
+
+    @mcp.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @mcp.tool()
+    async def ask_city(ctx: Context) -> str:
+        """One form elicitation."""
+        answer = await ctx.elicit(CITY_QUESTION, City)
+        if isinstance(answer, AcceptedElicitation):
+            return f"city={answer.data.city}"
+        return f"action={answer.action}"
+
+    @mcp.tool()
+    async def ask_two(ctx: Context) -> str:
+        """Two dependent elicitations: the second question quotes the first answer."""
+        first = await ctx.elicit(NAME_QUESTION, Name)
+        if not isinstance(first, AcceptedElicitation):
+            return f"action={first.action}"
+        second = await ctx.elicit(color_question(first.data.name), Color)
+        if not isinstance(second, AcceptedElicitation):
+            return f"action={second.action}"
+        return f"name={first.data.name};color={second.data.color}"
+
+    @mcp.tool()
+    async def summarize(text: str, ctx: Context) -> str:
+        """One sampling request, related to this call so it rides the POST stream."""
+        result = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=SUMMARY_PROMPT.format(text=text)))],
+            max_tokens=100,
+            related_request_id=ctx.request_id,
+        )
+        return f"sampled={_sampled_text(result.content)}"
+
+    @mcp.tool()
+    async def show_roots(ctx: Context) -> str:
+        """One roots/list request; 1.30.0 sends it unrelated, i.e. on the standalone GET stream."""
+        result = await ctx.session.list_roots()
+        return "roots=" + ",".join(str(root.uri) for root in result.roots)
+
+    @mcp.tool()
+    async def ask_and_sample(ctx: Context) -> str:
+        """An elicitation and a sampling request outstanding at the same time."""
+        city, sampled = await asyncio.gather(
+            ctx.elicit(CITY_QUESTION, City),
+            ctx.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=CITY_SAMPLING_PROMPT))],
+                max_tokens=100,
+                related_request_id=ctx.request_id,
+            ),
+        )
+        if not isinstance(city, AcceptedElicitation):
+            return f"action={city.action}"
+        return f"city={city.data.city};sampled={_sampled_text(sampled.content)}"
+
+    @mcp.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer; for timeout and cancellation tests."""
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    @mcp.tool()
+    async def count(n: int, ctx: Context) -> str:
+        """Report progress n times (only when the caller sent a progressToken) and log each step."""
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, f"step {i}")
+            await ctx.info(f"step {i} of {n}")
+        return f"counted={n}"
+
+    @mcp.tool()
+    def whoami(ctx: Context) -> str:
+        """The Authorization header this server saw: its value, "none" if absent,
+        "unknown" if the transport carries no HTTP request."""
+        request = ctx.request_context.request
+        headers = getattr(request, "headers", None)
+        if headers is None:
+            return "unknown"
+        return headers.get("authorization", "none")
+
+    @mcp.prompt()
+    def greet(name: str) -> str:
+        """Greet someone by name."""
+        return f"Hello, {name}!"
+
+    @mcp.resource("demo://readme", mime_type="text/plain")
+    def readme() -> str:
+        """A static text resource."""
+        return "mrtr demo peer readme"
+
+    @mcp.resource("demo://item/{id}", mime_type="text/plain")
+    def item(id: str) -> str:
+        """A templated text resource."""
+        return f"item {id}"
+
+    @mcp.completion()
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
+        if isinstance(ref, PromptReference) and ref.name == "greet" and argument.name == "name":
+            return Completion(values=[n for n in KNOWN_NAMES if n.startswith(argument.value)])
+        if isinstance(ref, ResourceTemplateReference) and argument.name == "id":
+            return Completion(values=[i for i in ("1", "2", "10") if i.startswith(argument.value)])
+        return None
+
+    return mcp
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--transport", choices=("streamable-http", "sse"), default="streamable-http")
+    parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    args = parser.parse_args(argv)
+    mcp = build_server(json_response=args.json_response, stateless=args.stateless, log_level=args.log_level)
+    mcp.settings.port = args.port
+    mcp.run(transport=args.transport)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""The YAML config: errors that name their YAML path, environment overrides, and golden snapshots.
+
+The example file is loaded into the normalized runtime model (``Settings``) and compared with
+``tests/unit/golden/example.settings.json``; a change to the model's defaults or normalization shows
+up there as a reviewable diff. Regenerate with ``UPDATE_GOLDEN=1 pytest tests/unit/test_config.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.config import ConfigError, Settings, json_schema, load_config, parse_config
+from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO_ROOT / "config" / "gateway.example.yaml"
+SCHEMA_FILE = REPO_ROOT / "config" / "gateway.schema.json"
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+
+KEY_A = "a" * 32
+KEY_B = "b" * 43
+
+
+def minimal(**overrides: Any) -> dict[str, Any]:
+    """The smallest valid config as parsed YAML, with top-level overrides."""
+    data: dict[str, Any] = {
+        "state": {"keys": [KEY_A]},
+        "routes": [{"name": "main", "path": "/mcp", "backend": {"url": "http://127.0.0.1:8000/mcp"}}],
+    }
+    data.update(overrides)
+    return data
+
+
+def route(name: str = "main", path: str = "/mcp", **backend: Any) -> dict[str, Any]:
+    return {"name": name, "path": path, "backend": {"url": "http://127.0.0.1:8000/mcp", **backend}}
+
+
+def config_error(data: Any, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, env={} if env is None else env)
+    return str(info.value)
+
+
+def assert_matches_golden(name: str, actual: str) -> None:
+    golden = GOLDEN_DIR / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(actual, encoding="utf-8")
+    expected = golden.read_text(encoding="utf-8") if golden.exists() else "<missing>"
+    assert actual == expected, (
+        f"{golden.relative_to(REPO_ROOT)} is out of date; review the change, then regenerate it with "
+        "`UPDATE_GOLDEN=1 pytest tests/unit/test_config.py`"
+    )
+
+
+def snapshot(settings: Settings) -> str:
+    """The normalized runtime model as stable JSON, with every secret redacted."""
+    config = settings.config.model_dump(mode="json")
+    config["state"]["keys"] = [f"<redacted #{i}>" for i in range(len(config["state"]["keys"]))]
+    for route_dump in config["routes"]:
+        route_dump["backend"]["headers"] = dict.fromkeys(route_dump["backend"]["headers"], "<redacted>")
+    dump = {
+        "config": config,
+        "replica_id": settings.replica_id,
+        "state_keys": [f"<redacted: {len(k)} bytes>" for k in settings.state_keys],
+    }
+    return json.dumps(dump, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- errors name the YAML path ------------------------------------------------------------------
+
+
+def test_unknown_key_deep_in_a_route_names_its_path() -> None:
+    message = config_error(minimal(routes=[route(tiemout=3)]))
+    assert message.startswith("routes[0].backend.tiemout: unknown option")
+
+
+def test_unknown_top_level_key_names_it() -> None:
+    assert config_error(minimal(listne={"port": 1})).startswith("listne: unknown option")
+
+
+def test_field_name_is_not_accepted_in_place_of_its_yaml_alias() -> None:
+    assert config_error(minimal(logging={"json_logs": True})).startswith("logging.json_logs: unknown option")
+
+
+def test_bad_backend_url_names_its_path() -> None:
+    message = config_error(minimal(routes=[route(), route("second", "/other", url="ftp://example.com/mcp")]))
+    assert message == "routes[1].backend.url: must be an absolute http:// or https:// URL"
+
+
+def test_short_key_is_refused_with_its_length_and_a_remedy() -> None:
+    message = config_error(minimal(state={"keys": [KEY_A, "too-short"]}))
+    assert message.startswith("state.keys: key #1 is 9 bytes; each key must be at least 32 bytes")
+    assert "mrtr-gateway gen-key" in message
+
+
+def test_repeated_key_is_refused() -> None:
+    assert config_error(minimal(state={"keys": [KEY_A, KEY_B, KEY_A]})) == (
+        "state.keys: key #2 repeats key #0; remove the duplicate"
+    )
+
+
+def test_no_key_at_all_is_refused_with_the_env_var_named() -> None:
+    message = config_error(minimal(state={"ttl": 60}))
+    assert message.startswith("state.keys: at least one key is required")
+    assert STATE_KEYS_ENV in message
+
+
+@pytest.mark.parametrize(
+    ("routes", "expected"),
+    [
+        ([route("a", "/one"), route("a", "/two")], "routes: duplicate name 'a': routes[0] and routes[1]"),
+        (
+            [route("a", "/one"), route("b", "/two"), route("c", "/one")],
+            "routes: duplicate path '/one': routes[0] and routes[2]",
+        ),
+    ],
+    ids=["name", "path"],
+)
+def test_duplicate_route_is_refused_naming_both_entries(routes: list[dict[str, Any]], expected: str) -> None:
+    assert config_error(minimal(routes=routes)) == expected
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "mcp", "/m cp"])
+def test_reserved_or_malformed_route_path_is_refused(path: str) -> None:
+    assert config_error(minimal(routes=[route(path=path)])).startswith("routes[0].path: must start with '/'")
+
+
+def test_missing_routes_is_refused() -> None:
+    data = minimal()
+    del data["routes"]
+    assert config_error(data) == "routes: Field required"
+
+
+def test_empty_routes_is_refused() -> None:
+    assert config_error(minimal(routes=[])).startswith("routes: List should have at least 1 item")
+
+
+def test_every_problem_is_reported_one_per_line() -> None:
+    message = config_error(minimal(listen={"port": 70000}, routes=[route(url="nope", transport="stdio")]))
+    lines = message.splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == [
+        "listen.port",
+        "routes[0].backend.url",
+        "routes[0].backend.transport",
+    ]
+
+
+@pytest.mark.parametrize("data", [None, [], "routes: []", 42], ids=["empty", "list", "string", "number"])
+def test_non_mapping_top_level_is_refused(data: Any) -> None:
+    assert config_error(data) == "(top level): the configuration must be a YAML mapping"
+
+
+def test_invalid_yaml_file_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text("routes:\n  - name: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
+        load_config(bad, env={})
+    assert str(info.value).startswith(f"{bad}: not valid YAML")
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_unreadable_file_names_the_file(tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "gateway.yaml"
+    if kind == "directory":
+        target.mkdir()
+    with pytest.raises(ConfigError) as info:
+        load_config(target, env={})
+    assert str(info.value).startswith(f"{target}: cannot read the file (")
+
+
+def test_validation_errors_from_a_file_name_the_yaml_path(tmp_path: Path) -> None:
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text(yaml.safe_dump(minimal(routes=[route(max_sessions=0)])), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^routes\[0\]\.backend\.max_sessions: "):
+        load_config(bad, env={})
+
+
+# --- environment overrides ----------------------------------------------------------------------
+
+
+def test_state_keys_env_replaces_the_file_keys_in_order() -> None:
+    settings = parse_config(minimal(), env={STATE_KEYS_ENV: f"{KEY_B},{KEY_A}"})
+    assert settings.config.state.keys == [KEY_B, KEY_A]
+    assert settings.state_keys == (KEY_B.encode(), KEY_A.encode())
+
+
+def test_state_keys_env_keeps_the_other_state_options() -> None:
+    settings = parse_config(minimal(state={"keys": [KEY_A], "ttl": 42}), env={STATE_KEYS_ENV: KEY_B})
+    assert settings.config.state.ttl == 42
+    assert settings.state_keys == (KEY_B.encode(),)
+
+
+def test_state_keys_env_ignores_whitespace_and_empty_items() -> None:
+    settings = parse_config(minimal(), env={STATE_KEYS_ENV: f" {KEY_B} ,,{KEY_A}\n"})
+    assert settings.state_keys == (KEY_B.encode(), KEY_A.encode())
+
+
+def test_state_keys_env_supplies_keys_a_file_lacks() -> None:
+    settings = parse_config(minimal(state=None), env={STATE_KEYS_ENV: KEY_B})
+    assert settings.state_keys == (KEY_B.encode(),)
+
+
+def test_state_keys_env_is_validated_like_the_file() -> None:
+    assert config_error(minimal(), env={STATE_KEYS_ENV: f"{KEY_A},short"}).startswith("state.keys: key #1 is 5 bytes")
+
+
+def test_empty_state_keys_env_leaves_the_file_keys() -> None:
+    assert parse_config(minimal(), env={STATE_KEYS_ENV: ""}).state_keys == (KEY_A.encode(),)
+
+
+# --- replica id ---------------------------------------------------------------------------------
+
+
+def test_replica_id_from_the_file_wins_over_the_environment() -> None:
+    settings = parse_config(minimal(replica_id="from-file"), env={REPLICA_ID_ENV: "from-env"})
+    assert settings.replica_id == "from-file"
+
+
+def test_replica_id_from_the_environment() -> None:
+    assert parse_config(minimal(), env={REPLICA_ID_ENV: "gateway-7f9c-abcde"}).replica_id == "gateway-7f9c-abcde"
+
+
+def test_replica_id_falls_back_to_the_hostname() -> None:
+    assert parse_config(minimal(), env={}).replica_id == socket.gethostname()
+
+
+# --- example, golden snapshot and published schema ----------------------------------------------
+
+
+def test_example_config_loads() -> None:
+    settings = load_config(EXAMPLE, env={})
+    assert [(r.name, r.path) for r in settings.routes] == [("local-fastmcp", "/mcp"), ("tickets", "/tickets/mcp")]
+    assert settings.routes[0].backend.url == "http://127.0.0.1:8000/mcp"
+
+
+def test_example_config_sets_every_option_of_the_model() -> None:
+    """Each option appears in the example, so that the example documents all of them."""
+    raw = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    schema = json.loads(json_schema())
+
+    def missing(node: dict[str, Any], value: dict[str, Any], where: str) -> list[str]:
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        out = []
+        for name, prop in node.get("properties", {}).items():
+            if name not in value:
+                out.append(f"{where}{name}")
+            elif prop.get("type") == "array" and "$ref" in prop.get("items", {}):
+                out += missing(prop["items"], value[name][0], f"{where}{name}[0].")
+            elif "$ref" in prop:
+                out += missing(prop, value[name], f"{where}{name}.")
+        return out
+
+    assert missing(schema, raw, "") == []
+
+
+def test_example_settings_match_the_golden_snapshot() -> None:
+    settings = load_config(EXAMPLE, env={REPLICA_ID_ENV: "golden-replica"})
+    assert_matches_golden("example.settings.json", snapshot(settings))
+
+
+def test_snapshot_redacts_every_secret() -> None:
+    settings = load_config(EXAMPLE, env={STATE_KEYS_ENV: KEY_B})
+    text = snapshot(settings)
+    assert KEY_B not in text
+    assert "example-not-a-real-key" not in text
+
+
+def test_published_schema_is_the_model_schema() -> None:
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == json_schema(), (
+        "config/gateway.schema.json is out of date; regenerate it with "
+        "`mrtr-gateway config-schema > config/gateway.schema.json`"
+    )
+
+
+def test_example_points_editors_at_the_schema() -> None:
+    first_line = EXAMPLE.read_text(encoding="utf-8").splitlines()[0]
+    assert first_line == "# yaml-language-server: $schema=./gateway.schema.json"
