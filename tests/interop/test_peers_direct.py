@@ -312,6 +312,7 @@ class LegacyWire:
         self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self.send, self.receive = anyio.create_memory_object_stream[tuple[str, dict[str, Any]]](100)
         self.init_response_headers: dict[str, str] = {}
+        self.responses: list[aiohttp.ClientResponse] = []
 
     async def _pump(self, source: str, response: aiohttp.ClientResponse) -> None:
         data: list[str] = []
@@ -324,7 +325,13 @@ class LegacyWire:
                 data = []
 
     async def _post(self, message: dict[str, Any]) -> aiohttp.ClientResponse:
-        return await self.http.post(self.url, json=message, headers=self.headers)
+        response = await self.http.post(self.url, json=message, headers=self.headers)
+        self.responses.append(response)
+        return response
+
+    def close(self) -> None:
+        for response in self.responses:
+            response.close()
 
     async def initialize(self) -> None:
         response = await self._post(
@@ -350,6 +357,7 @@ class LegacyWire:
 
     async def open_get_stream(self) -> None:
         response = await self.http.get(self.url, headers={**self.headers, "Accept": "text/event-stream"})
+        self.responses.append(response)
         assert response.status == 200
         assert response.content_type == "text/event-stream"
         self.tg.start_soon(self._pump, "GET", response)
@@ -357,7 +365,12 @@ class LegacyWire:
     async def call_tool(self, request_id: str, name: str, arguments: dict[str, Any]) -> str:
         """Send tools/call; return the response content type. Its messages arrive via ``next()``."""
         response = await self._post(
-            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
         )
         assert response.status == 200
         if response.content_type == "text/event-stream":
@@ -379,10 +392,13 @@ async def legacy_wire(url: str) -> AsyncIterator[LegacyWire]:
     with anyio.fail_after(FLOW_TIMEOUT):
         async with aiohttp.ClientSession() as http, anyio.create_task_group() as tg:
             wire = LegacyWire(http, url, tg)
-            async with wire.send, wire.receive:
-                await wire.initialize()
-                yield wire
-                tg.cancel_scope.cancel()
+            try:
+                async with wire.send, wire.receive:
+                    await wire.initialize()
+                    yield wire
+                    tg.cancel_scope.cancel()
+            finally:
+                wire.close()
 
 
 async def test_legacy_peer_answers_in_sse_by_default_and_names_its_session(legacy_server: str) -> None:

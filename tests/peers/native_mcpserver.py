@@ -38,7 +38,6 @@ import argparse
 from typing import Annotated
 
 import anyio
-
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
