@@ -89,7 +89,7 @@ class BackendConfig(_Strict):
         default_factory=dict, description="Extra headers sent on every backend request (e.g. an API key)."
     )
     forward_authorization: bool = Field(True, description="Forward the client's Authorization header to the backend.")
-    max_sessions: int = Field(64, ge=1, description="Upper bound on open backend sessions for this route.")
+    max_sessions: int = Field(256, ge=1, description="Upper bound on open backend sessions for this route.")
     session_idle: PositiveSeconds = Field(
         300, description="Seconds an unused backend session is kept before it is closed (DELETE)."
     )

@@ -68,6 +68,14 @@ class SessionPool:
     def size(self) -> int:
         return len(self._leased) + sum(len(v) for v in self._idle.values()) + self._opening
 
+    @property
+    def leased_count(self) -> int:
+        return len(self._leased)
+
+    @property
+    def idle_count(self) -> int:
+        return sum(len(v) for v in self._idle.values())
+
     def _report(self) -> None:
         if self._on_change is not None:
             self._on_change(self._route.name, self.size)

@@ -231,7 +231,7 @@ async def test_hold_expiry_cancels_the_backend_elicitation_and_frees_the_session
         result = (await client.call_tool("ask_city")).result
         pool = gw.app[keys.ROUTES]["/mcp"].pool
         await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
-        await _until(lambda: len(gw.app[keys.HOLDS]) == 0 and not pool._leased)
+        await _until(lambda: len(gw.app[keys.HOLDS]) == 0 and pool.leased_count == 0)
         (key,) = result["inputRequests"]
         late = await client.retry("ask_city", result["requestState"], {key: accept(city="Late")})
         assert late.error["code"] == -32602

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -25,67 +25,19 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.client import Client
-from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.interop
 
-FLOW_TIMEOUT = 20.0
-"""Bound on one whole client flow (connect, call, every round)."""
-
-ANSWERS = {"city": "Paris", "name": "Ann", "color": "teal"}
-SAMPLED_TEXT = "a short summary"
-ROOTS = ("file:///tmp/project-a", "file:///tmp/project-b")
-LEGACY_VERSION = "2025-11-25"
-MODERN_VERSION = "2026-07-28"
-
-
-@dataclass
-class Recorder:
-    """Client callbacks that answer deterministically and record every invocation."""
-
-    elicit_action: str = "accept"
-    rendezvous: bool = False
-    """When set, the elicitation and sampling callbacks each wait for the other to start, so a
-    flow only completes if both requests were outstanding at the same time."""
-    elicitations: list[str] = field(default_factory=list)
-    samplings: list[str] = field(default_factory=list)
-    roots_calls: int = 0
-    _elicit_started: anyio.Event = field(default_factory=anyio.Event)
-    _sample_started: anyio.Event = field(default_factory=anyio.Event)
-
-    async def elicit(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestFormParams)
-        self.elicitations.append(params.message)
-        if self.rendezvous:
-            self._elicit_started.set()
-            await self._sample_started.wait()
-        if self.elicit_action != "accept":
-            return types.ElicitResult(action=self.elicit_action)  # type: ignore[arg-type]
-        (wanted,) = params.requested_schema["properties"]
-        return types.ElicitResult(action="accept", content={wanted: ANSWERS[wanted]})
-
-    async def sample(
-        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult:
-        (message,) = params.messages
-        assert isinstance(message.content, types.TextContent)
-        self.samplings.append(message.content.text)
-        if self.rendezvous:
-            self._sample_started.set()
-            await self._elicit_started.wait()
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text=SAMPLED_TEXT), model="test-model"
-        )
-
-    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
-        self.roots_calls += 1
-        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in ROOTS])  # type: ignore[arg-type]
-
-    def counts(self) -> tuple[int, int, int]:
-        """(elicitations, samplings, roots/list) invocations so far."""
-        return len(self.elicitations), len(self.samplings), self.roots_calls
+from interop.flows import (  # noqa: E402 - shared with the gateway interop tests
+    FLOW_TIMEOUT,
+    LEGACY_VERSION,
+    MODERN_VERSION,
+    ROOTS,
+    SAMPLED_TEXT,
+    Recorder,
+)
 
 
 @dataclass(frozen=True)
