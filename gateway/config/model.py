@@ -76,7 +76,9 @@ class BackendConfig(_Strict):
 
     url: str = Field(description="The legacy server's MCP endpoint (streamable HTTP) or SSE URL (sse).")
     transport: Literal["streamable-http", "sse"] = Field(
-        "streamable-http", description="Legacy transport. 'sse' (2024-11-05 HTTP+SSE) is not available yet."
+        "streamable-http",
+        description="Legacy transport: 'streamable-http' (2025-03-26 and later) or 'sse' (the 2024-11-05 HTTP+SSE "
+        "transport; url is then the SSE stream's URL).",
     )
     timeout: PositiveSeconds = Field(
         30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
@@ -108,10 +110,14 @@ class HoldPolicy(_Strict):
     ttl: PositiveSeconds = Field(300, description="Seconds a held exchange waits for the client's retry.")
     max_rounds: int = Field(10, ge=1, le=100, description="Most input rounds one call may take.")
     batch_window: float = Field(
-        0.05,
+        0.01,
         ge=0,
         le=5,
-        description="Seconds to wait for more server requests after the first, so they share one round.",
+        description=(
+            "Seconds the backend may stay quiet after a server request before the round is sent, so requests "
+            "it sends together share one round. Each round costs this much latency; raise it for backends whose "
+            "requests arrive spread out (the round is still correct if one comes late: it becomes the next round)."
+        ),
     )
 
 

@@ -1,0 +1,43 @@
+"""The floor: a bare aiohttp reverse proxy that forwards every request and streams the answer back.
+
+No parsing, no translation, no state: what any Python proxy hop costs. The benchmark compares
+the gateway against this, so the gateway's own work is the difference.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+_SKIP = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+def forward_app(target: str) -> web.Application:
+    app = web.Application()
+    key = web.AppKey("http", aiohttp.ClientSession)
+
+    async def client(app: web.Application):  # type: ignore[no-untyped-def]
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False) as session:
+            app[key] = session
+            yield
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _SKIP}
+        body = await request.read()
+        async with app[key].request(request.method, target, headers=headers, data=body) as upstream:
+            response = web.StreamResponse(
+                status=upstream.status,
+                headers={k: v for k, v in upstream.headers.items() if k.lower() not in _SKIP},
+            )
+            await response.prepare(request)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except aiohttp.ClientConnectionResetError:
+                pass  # the client went away (e.g. a stream closed at shutdown)
+            return response
+
+    app.cleanup_ctx.append(client)
+    app.router.add_route("*", "/{tail:.*}", forward)
+    return app
