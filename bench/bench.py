@@ -67,7 +67,7 @@ async def wait_http(url: str, deadline: float = 30) -> None:
 
 
 def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 class Modern:
