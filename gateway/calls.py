@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,8 +158,8 @@ class CallDriver:
                     return self._finish(ctx, request, event, reusable=True)
                 if isinstance(event, ServerRequest):
                     await self._refuse_server_request(ctx, event, "not allowed during this method")
-        except BaseException:
-            self._discard(ctx)
+        except BaseException as exc:
+            self._discard(ctx, cancel=_cancel_reason(exc))
             raise
 
     # -- interactive methods ----------------------------------------------------------------
@@ -277,10 +277,10 @@ class CallDriver:
                     await self._refuse_server_request(ctx, event, "the client did not declare this capability")
                     continue
                 batch.append(event)
-        except BaseException:
+        except BaseException as exc:
             if hold is not None:
                 self._registry.remove(hold)
-            self._discard(ctx)
+            self._discard(ctx, cancel=_cancel_reason(exc))
             raise
         return self._hold_round(ctx, request, caller, hold, batch)
 
@@ -478,9 +478,7 @@ class CallDriver:
 
     def _answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
         pending = [Pending(r.id, r.method, {}) for r in batch]
-        task = asyncio.create_task(self._unblock(ctx, pending))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        _spawn(self._unblock(ctx, pending))
 
     async def expire(self, hold: Hold) -> None:
         """A hold's client never came back: answer the backend ourselves so the tool can finish."""
@@ -549,23 +547,64 @@ class CallDriver:
             cacheable=not retry,
         )
 
-    def _release(self, ctx: CallContext, *, reusable: bool = True) -> None:
-        if ctx.pooled is not None:
-            pooled, ctx.pooled = ctx.pooled, None
-            exchange, ctx.exchange = ctx.exchange, None
-            if exchange is not None and not exchange.answered:
-                reusable = False  # the backend is still working on it: don't hand the session on
-            if exchange is not None:
-                task = asyncio.create_task(exchange.aclose())
-                _background.add(task)
-                task.add_done_callback(_background.discard)
-            ctx.route.pool.release(pooled, reusable=reusable)
-            if not reusable:
-                with contextlib.suppress(Exception):
-                    pooled.session.attach(None)
+    def _release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | None = None) -> None:
+        if ctx.pooled is None:
+            return
+        pooled, ctx.pooled = ctx.pooled, None
+        exchange, ctx.exchange = ctx.exchange, None
+        if exchange is not None and not exchange.answered:
+            reusable = False  # the backend is still working on it: don't hand the session on
+        else:
+            cancel = None
+        pooled.session.attach(None)
+        _spawn(self._wind_down(ctx.route, pooled, exchange, reusable=reusable, cancel=cancel))
 
-    def _discard(self, ctx: CallContext) -> None:
-        self._release(ctx, reusable=False)
+    async def _wind_down(
+        self,
+        route: RouteRuntime,
+        pooled: PooledSession,
+        exchange: Exchange | None,
+        *,
+        reusable: bool,
+        cancel: str | None,
+    ) -> None:
+        """Close the exchange and return the session; tell the backend first if the call is abandoned.
+
+        Legacy servers do not treat a dropped connection as cancellation, so an abandoned call gets
+        an explicit ``notifications/cancelled`` before its session is closed.
+        """
+        try:
+            if cancel is not None and exchange is not None:
+                with contextlib.suppress(GatewayError):
+                    await pooled.session.notify(
+                        "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
+                    )
+                log.info("backend_call_cancelled", route=route.name, reason=cancel)
+            if exchange is not None:
+                await exchange.aclose()
+        finally:
+            route.pool.release(pooled, reusable=reusable)
+
+    def _discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
+        self._release(ctx, reusable=False, cancel=cancel)
 
 
 _background: set[asyncio.Task[None]] = set()
+
+
+def _spawn(coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` in the background, keeping a reference until it is done."""
+    task = asyncio.create_task(coro)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def _cancel_reason(exc: BaseException) -> str | None:
+    """Why an unanswered backend call is being abandoned, if it should be cancelled upstream."""
+    if isinstance(exc, asyncio.CancelledError):
+        return "client disconnected"
+    if isinstance(exc, BackendUnavailable) and exc.reason == "timeout":
+        return "gateway timeout"
+    if isinstance(exc, GatewayError):
+        return None
+    return "gateway error"

@@ -33,6 +33,9 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=None,
         print=lambda msg: print(msg, file=sys.stderr),
         shutdown_timeout=10,
+        # A client that closes its connection cancels its request: the call driver then tells the
+        # legacy backend with notifications/cancelled (legacy servers ignore disconnects).
+        handler_cancellation=True,
     )
     return 0
 

@@ -44,7 +44,7 @@ async def running_gateway(routes: list[dict[str, Any]], **config: Any) -> AsyncI
     data = {"state": {"keys": [TEST_KEY]}, "replica_id": "test-replica", "routes": routes, **config}
     settings = parse_config(data, env={})
     app = build_app(settings)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

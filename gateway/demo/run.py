@@ -45,7 +45,7 @@ async def run_demo(port: int = 8080, walk: str | None = None) -> int:
         },
         env={},
     )
-    runner = web.AppRunner(build_app(settings), access_log=None)
+    runner = web.AppRunner(build_app(settings), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()

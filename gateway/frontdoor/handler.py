@@ -20,6 +20,7 @@ from gateway import keys
 from gateway.calls import Caller, RouteRuntime
 from gateway.errors import GatewayError, Overloaded, http_status_for
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
+from gateway.frontdoor.stream import ResponseStream
 
 log = structlog.get_logger("gateway.frontdoor")
 
@@ -123,14 +124,33 @@ async def _dispatch(
         if "id" not in message:
             return web.Response(status=202)
         return _json_response(_jsonrpc(id_, error=error), 400)
-    driver = app[keys.DRIVER]
+    return await _serve_modern(request, route, outcome)
+
+
+async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Accepted) -> web.StreamResponse:
+    metrics = request.app[keys.METRICS]
+    driver = request.app[keys.DRIVER]
+    stream = ResponseStream(
+        request,
+        progress_token=outcome.progress_token,
+        log_level=outcome.log_level,
+        enabled=outcome.wants_sse,
+    )
     try:
-        result = await driver.call(route, outcome, caller_of(request, route))
-    except GatewayError as exc:
-        metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
-        if exc.code not in (-32602, -32601):
-            log.warning("request_failed", reason=exc.reason, code=exc.code)
-        return render_error(outcome.id, exc)
-    kind = result.get("resultType", "complete")
-    metrics.requests.labels(route.name, outcome.method, str(kind)).inc()
-    return _json_response(_jsonrpc(outcome.id, result=result))
+        try:
+            result = await driver.call(route, outcome, caller_of(request, route), stream.on_notification)
+        except GatewayError as exc:
+            metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
+            if exc.code not in (-32602, -32601):
+                log.warning("request_failed", reason=exc.reason, code=exc.code)
+            if stream.committed:
+                return await stream.finish(_jsonrpc(outcome.id, error=exc.to_error()))
+            return render_error(outcome.id, exc)
+        kind = result.get("resultType", "complete")
+        metrics.requests.labels(route.name, outcome.method, str(kind)).inc()
+        payload = _jsonrpc(outcome.id, result=result)
+        if stream.committed:
+            return await stream.finish(payload)
+        return _json_response(payload)
+    finally:
+        await stream.stop_keepalive()
