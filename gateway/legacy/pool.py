@@ -23,6 +23,7 @@ import structlog
 
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, Overloaded
+from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.session import JsonObj, SessionExpired
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.translate import capabilities as caps
@@ -30,6 +31,7 @@ from gateway.translate import capabilities as caps
 log = structlog.get_logger("gateway.pool")
 
 PoolKey = tuple[str, str]
+LegacySession = StreamableHttpSession | HttpSseSession
 
 
 def credential_digest(credential: str | None) -> str:
@@ -41,7 +43,7 @@ def credential_digest(credential: str | None) -> str:
 @dataclass(eq=False)
 class PooledSession:
     key: PoolKey
-    session: StreamableHttpSession
+    session: LegacySession
     idle_since: float = field(default_factory=time.monotonic)
 
 
@@ -120,12 +122,12 @@ class SessionPool:
             asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
         self._report()
 
-    async def _open(self, normalized_caps: JsonObj, headers: dict[str, str]) -> StreamableHttpSession:
+    async def _open(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
         backend = self._route.backend
-        if backend.transport != "streamable-http":
-            raise BackendUnavailable("transport_unsupported", f"transport {backend.transport!r} is not available")
         offer = backend.protocol_version
-        session = StreamableHttpSession(
+        factory: type[StreamableHttpSession] | type[HttpSseSession]
+        factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
+        session = factory(
             self._http,
             backend.url,
             capabilities=caps.to_legacy(normalized_caps, offer or "2025-11-25"),

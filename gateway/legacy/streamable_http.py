@@ -7,73 +7,44 @@ the server also sends its own requests; a background reader per stream pushes wh
 the :class:`~gateway.legacy.session.Exchange`. A standalone GET stream is kept open per session
 because servers send some requests there (mcp 1.30.0 sends ``roots/list`` on it).
 
-Foreign failures (aiohttp errors, timeouts, bad status, bad bodies) are translated to
-:class:`~gateway.errors.BackendUnavailable` in :func:`_backend_errors`, the only place that knows
-aiohttp's exception tree.
+Session state, the ``initialize`` check, message routing and the mapping of foreign failures
+onto :class:`~gateway.errors.BackendUnavailable` live in :mod:`gateway.legacy.base`, shared with
+the HTTP+SSE transport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import structlog
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, is_version_at_least
+from mcp_types.version import is_version_at_least
 
 from gateway.errors import BackendUnavailable
+from gateway.legacy.base import (
+    LegacySessionBase,
+    backend_errors,
+    final_response,
+    jsonrpc_messages,
+    sse_events,
+)
 from gateway.legacy.session import (
     Exchange,
     FinalResponse,
     JsonObj,
-    ServerNotification,
-    ServerRequest,
     SessionExpired,
 )
-from gateway.legacy.sse import SSEParser
 
 log = structlog.get_logger("gateway.legacy")
 
-CLIENT_INFO: JsonObj = {"name": "mrtr-gateway", "version": "0.1.0"}
 _MAX_JSON_BYTES = 32 * 1024 * 1024
 _RESUME_ATTEMPTS = 3
 
 
-@contextlib.contextmanager
-def _backend_errors(what: str) -> Iterator[None]:
-    """Map every foreign failure while talking to the backend onto BackendUnavailable."""
-    try:
-        yield
-    except BackendUnavailable:
-        raise
-    except SessionExpired:
-        raise
-    except aiohttp.ClientConnectorError as exc:
-        raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
-    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise BackendUnavailable("timeout", f"{what}: timed out") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
-    except aiohttp.ClientError as exc:
-        raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
-
-
-def _messages(payload: Any) -> list[JsonObj]:
-    """Backend bodies are one JSON-RPC message or (2025-03-26) a batch of them."""
-    items = payload if isinstance(payload, list) else [payload]
-    out = [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
-    if len(out) != len(items) or not out:
-        raise ValueError("not a JSON-RPC message")
-    return out
-
-
-class StreamableHttpSession:
+class StreamableHttpSession(LegacySessionBase):
     """One handshake-era session on a streamable-HTTP backend."""
 
     def __init__(
@@ -87,36 +58,17 @@ class StreamableHttpSession:
         connect_timeout: float,
         offer_version: str | None = None,
     ) -> None:
-        self._http = http
-        self._url = url
-        self._capabilities = capabilities
-        self._base_headers = dict(headers)
-        self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._offer = offer_version or LATEST_HANDSHAKE_VERSION
-        self._ids = itertools.count(1)
+        super().__init__(
+            http,
+            url,
+            capabilities=capabilities,
+            headers=headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            offer_version=offer_version,
+        )
         self._session_id: str | None = None
-        self._version = self._offer
-        self._init_result: JsonObj = {}
-        self._broken = False
-        self._attached: Exchange | None = None
         self._get_task: asyncio.Task[None] | None = None
-        self._closed = False
-        self.notification_sink: asyncio.Queue[ServerNotification] | None = None
-
-    # -- properties -------------------------------------------------------------------------
-
-    @property
-    def protocol_version(self) -> str:
-        return self._version
-
-    @property
-    def initialize_result(self) -> JsonObj:
-        return self._init_result
-
-    @property
-    def broken(self) -> bool:
-        return self._broken or self._closed
 
     @property
     def session_id(self) -> str | None:
@@ -126,14 +78,9 @@ class StreamableHttpSession:
 
     async def open(self) -> None:
         """initialize → notifications/initialized → standalone GET stream."""
-        params = {
-            "protocolVersion": self._offer,
-            "capabilities": self._capabilities,
-            "clientInfo": CLIENT_INFO,
-        }
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        body = self._initialize_body()
         headers = self._headers(with_version=False)
-        with _backend_errors("initialize"):
+        with backend_errors("initialize"):
             async with self._http.post(
                 self._url, json=body, headers=headers, timeout=self._client_timeout(total=True)
             ) as resp:
@@ -144,13 +91,7 @@ class StreamableHttpSession:
                     raise BackendUnavailable("malformed_response", "invalid Mcp-Session-Id")
                 self._session_id = sid
                 final = await self._single_response(resp, 0)
-        if final.error is not None or final.result is None:
-            raise BackendUnavailable("initialize_failed", str((final.error or {}).get("message", "")))
-        version = final.result.get("protocolVersion")
-        if version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            raise BackendUnavailable("unsupported_version", f"backend chose protocol version {version!r}")
-        self._version = str(version)
-        self._init_result = final.result
+        self._accept_initialize(final)
         await self.notify("notifications/initialized")
         self._get_task = asyncio.create_task(self._standalone_stream(), name="legacy-get-stream")
 
@@ -169,12 +110,6 @@ class StreamableHttpSession:
                     self._url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=5)
                 ):
                     pass
-
-    def attach(self, exchange: Exchange | None) -> None:
-        self._attached = exchange
-
-    def mark_broken(self) -> None:
-        self._broken = True
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -227,14 +162,9 @@ class StreamableHttpSession:
             headers["MCP-Protocol-Version"] = self._version
         return headers
 
-    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
-        if total:
-            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
-        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)
-
     async def _post(self, body: JsonObj, extra: dict[str, str], *, what: str) -> aiohttp.ClientResponse | FinalResponse:
         """POST a request; returns the open response (caller releases), a JSON-RPC error, or raises."""
-        with _backend_errors(what):
+        with backend_errors(what):
             async with asyncio.timeout(self._timeout):
                 resp = await self._http.post(
                     self._url,
@@ -261,15 +191,15 @@ class StreamableHttpSession:
     async def _error_response(self, resp: aiohttp.ClientResponse, request_id: Any, what: str) -> FinalResponse:
         raw = await resp.content.read(64 * 1024)
         try:
-            message = _messages(json.loads(raw))[0]
+            message = jsonrpc_messages(json.loads(raw))[0]
             if "error" in message and message.get("id") in (request_id, None):
-                return _final(message)
+                return final_response(message)
         except ValueError:
             pass
         raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
 
     async def _post_expect_accepted(self, body: JsonObj, *, what: str) -> None:
-        with _backend_errors(what):
+        with backend_errors(what):
             async with self._http.post(
                 self._url, json=body, headers=self._headers(), timeout=self._client_timeout(total=True)
             ) as resp:
@@ -294,9 +224,9 @@ class StreamableHttpSession:
         raw = await resp.content.read(_MAX_JSON_BYTES + 1)
         if len(raw) > _MAX_JSON_BYTES:
             raise BackendUnavailable("malformed_response", "response too large")
-        for message in _messages(json.loads(raw)):
+        for message in jsonrpc_messages(json.loads(raw)):
             if message.get("id") == request_id and ("result" in message or "error" in message):
-                return _final(message)
+                return final_response(message)
         raise BackendUnavailable("malformed_response", "no response for our request id")
 
     async def _read_call_stream(self, resp: aiohttp.ClientResponse, exchange: Exchange) -> None:
@@ -307,15 +237,15 @@ class StreamableHttpSession:
         try:
             while True:
                 try:
-                    with _backend_errors(exchange.method or "request"):
-                        async for event in self._events(resp):
+                    with backend_errors(exchange.method or "request"):
+                        async for event in sse_events(resp):
                             if event.id:
                                 last_id = event.id
                             if event.retry is not None:
                                 retry_ms = event.retry
                             if not event.data or event.event != "message":
                                 continue
-                            for message in _messages(json.loads(event.data)):
+                            for message in jsonrpc_messages(json.loads(event.data)):
                                 await self._dispatch(message, exchange)
                             if exchange.answered:
                                 return
@@ -334,7 +264,7 @@ class StreamableHttpSession:
             raise
 
     async def _resume(self, last_event_id: str) -> aiohttp.ClientResponse:
-        with _backend_errors("resume"):
+        with backend_errors("resume"):
             resp = await self._http.get(
                 self._url,
                 headers={**self._headers(), "Accept": "text/event-stream", "Last-Event-ID": last_event_id},
@@ -344,48 +274,6 @@ class StreamableHttpSession:
                 resp.release()
                 raise BackendUnavailable("stream_closed", f"resume answered HTTP {resp.status}")
             return resp
-
-    async def _events(self, resp: aiohttp.ClientResponse) -> AsyncIterator[Any]:
-        parser = SSEParser()
-        async for chunk in resp.content.iter_any():
-            for event in parser.feed(chunk):
-                yield event
-
-    async def _dispatch(self, message: JsonObj, exchange: Exchange | None) -> None:
-        """Route one backend message: our response, a server request, or a notification."""
-        if "method" in message:
-            method = message["method"]
-            params = message.get("params") or {}
-            if not isinstance(method, str) or not isinstance(params, dict):
-                raise ValueError("malformed JSON-RPC message")
-            if "id" in message:
-                request_id = message["id"]
-                if method == "ping":
-                    await self.respond(request_id, result={})
-                    return
-                target = exchange if exchange is not None else self._attached
-                if target is None or target.done:
-                    await self.respond(
-                        request_id,
-                        error={
-                            "code": -32601,
-                            "message": "No client request is in flight for this server request",
-                        },
-                    )
-                    return
-                target.push(ServerRequest(request_id, method, params))
-                return
-            notification = ServerNotification(method, params)
-            if exchange is not None:
-                exchange.push(notification)
-            elif self._attached is not None:
-                self._attached.push(notification)
-            if self.notification_sink is not None:
-                with contextlib.suppress(asyncio.QueueFull):
-                    self.notification_sink.put_nowait(notification)
-            return
-        if exchange is not None and message.get("id") == exchange.request_id:
-            exchange.push(_final(message))
 
     async def _standalone_stream(self) -> None:
         """Keep the session's GET stream open and dispatch what arrives (reconnect on drop)."""
@@ -403,9 +291,9 @@ class StreamableHttpSession:
                     if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
                         return  # 405: the server offers no standalone stream
                     failures = 0
-                    async for event in self._events(resp):
+                    async for event in sse_events(resp):
                         if event.data and event.event == "message":
-                            for message in _messages(json.loads(event.data)):
+                            for message in jsonrpc_messages(json.loads(event.data)):
                                 await self._dispatch(message, None)
             except asyncio.CancelledError:
                 raise
@@ -413,15 +301,3 @@ class StreamableHttpSession:
                 log.debug("backend GET stream dropped", error=type(exc).__name__)
             failures += 1
             await asyncio.sleep(min(0.2 * 2**failures, 5))
-
-
-def _final(message: JsonObj) -> FinalResponse:
-    if "error" in message:
-        error = message["error"]
-        if not isinstance(error, dict):
-            raise ValueError("malformed JSON-RPC error")
-        return FinalResponse(error=error)
-    result = message.get("result")
-    if not isinstance(result, dict):
-        raise ValueError("malformed JSON-RPC result")
-    return FinalResponse(result=result)

@@ -1,0 +1,204 @@
+"""What every handshake-era HTTP transport shares: the session state, the ``initialize`` check, and
+how one backend message is routed.
+
+:class:`LegacySessionBase` holds what a session is regardless of how bytes travel - offered and
+negotiated revision, ``initialize`` result, broken flag, the attached (leased) exchange - and
+:meth:`LegacySessionBase._dispatch`, the one place that decides where a backend message goes: a
+response to the exchange it answers, a server request to the exchange it belongs to (or to the
+lease holder), ``ping`` answered on the spot, notifications to the exchange and to the
+``notification_sink``. Streamable HTTP (:mod:`gateway.legacy.streamable_http`) and HTTP+SSE
+(:mod:`gateway.legacy.http_sse`) differ only in which exchange they pass in.
+
+Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
+:class:`~gateway.errors.BackendUnavailable` in :func:`backend_errors`, the only place that knows
+aiohttp's exception tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+from gateway.errors import BackendUnavailable
+from gateway.legacy.session import (
+    Exchange,
+    FinalResponse,
+    JsonObj,
+    ServerNotification,
+    ServerRequest,
+    SessionExpired,
+)
+from gateway.legacy.sse import SSEEvent, SSEParser
+
+CLIENT_INFO: JsonObj = {"name": "mrtr-gateway", "version": "0.1.0"}
+
+
+@contextlib.contextmanager
+def backend_errors(what: str) -> Iterator[None]:
+    """Map every foreign failure while talking to the backend onto BackendUnavailable."""
+    try:
+        yield
+    except BackendUnavailable:
+        raise
+    except SessionExpired:
+        raise
+    except aiohttp.ClientConnectorError as exc:
+        raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
+    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
+        raise BackendUnavailable("timeout", f"{what}: timed out") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
+
+
+def jsonrpc_messages(payload: Any) -> list[JsonObj]:
+    """Backend bodies are one JSON-RPC message or (2025-03-26) a batch of them."""
+    items = payload if isinstance(payload, list) else [payload]
+    out = [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
+    if len(out) != len(items) or not out:
+        raise ValueError("not a JSON-RPC message")
+    return out
+
+
+def final_response(message: JsonObj) -> FinalResponse:
+    if "error" in message:
+        error = message["error"]
+        if not isinstance(error, dict):
+            raise ValueError("malformed JSON-RPC error")
+        return FinalResponse(error=error)
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise ValueError("malformed JSON-RPC result")
+    return FinalResponse(result=result)
+
+
+async def sse_events(resp: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:
+    parser = SSEParser()
+    async for chunk in resp.content.iter_any():
+        for event in parser.feed(chunk):
+            yield event
+
+
+class LegacySessionBase:
+    """State and message routing shared by the handshake-era HTTP transports."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        *,
+        capabilities: JsonObj,
+        headers: dict[str, str],
+        timeout: float,
+        connect_timeout: float,
+        offer_version: str | None = None,
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._capabilities = capabilities
+        self._base_headers = dict(headers)
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._offer = offer_version or LATEST_HANDSHAKE_VERSION
+        self._ids = itertools.count(1)
+        self._version = self._offer
+        self._init_result: JsonObj = {}
+        self._broken = False
+        self._attached: Exchange | None = None
+        self._closed = False
+        self.notification_sink: asyncio.Queue[ServerNotification] | None = None
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def protocol_version(self) -> str:
+        return self._version
+
+    @property
+    def initialize_result(self) -> JsonObj:
+        return self._init_result
+
+    @property
+    def broken(self) -> bool:
+        return self._broken or self._closed
+
+    def attach(self, exchange: Exchange | None) -> None:
+        self._attached = exchange
+
+    def mark_broken(self) -> None:
+        self._broken = True
+
+    async def respond(
+        self, request_id: str | int, *, result: JsonObj | None = None, error: JsonObj | None = None
+    ) -> None:
+        raise NotImplementedError
+
+    # -- shared steps -----------------------------------------------------------------------
+
+    def _initialize_body(self) -> JsonObj:
+        params = {
+            "protocolVersion": self._offer,
+            "capabilities": self._capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
+        return {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+
+    def _accept_initialize(self, final: FinalResponse) -> None:
+        """Take the backend's InitializeResult, or refuse it (any handshake revision is accepted)."""
+        if final.error is not None or final.result is None:
+            raise BackendUnavailable("initialize_failed", str((final.error or {}).get("message", "")))
+        version = final.result.get("protocolVersion")
+        if version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise BackendUnavailable("unsupported_version", f"backend chose protocol version {version!r}")
+        self._version = str(version)
+        self._init_result = final.result
+
+    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
+        if total:
+            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
+        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)
+
+    async def _dispatch(self, message: JsonObj, exchange: Exchange | None) -> None:
+        """Route one backend message: our response, a server request, or a notification."""
+        if "method" in message:
+            method = message["method"]
+            params = message.get("params") or {}
+            if not isinstance(method, str) or not isinstance(params, dict):
+                raise ValueError("malformed JSON-RPC message")
+            if "id" in message:
+                request_id = message["id"]
+                if method == "ping":
+                    await self.respond(request_id, result={})
+                    return
+                target = exchange if exchange is not None else self._attached
+                if target is None or target.done:
+                    await self.respond(
+                        request_id,
+                        error={
+                            "code": -32601,
+                            "message": "No client request is in flight for this server request",
+                        },
+                    )
+                    return
+                target.push(ServerRequest(request_id, method, params))
+                return
+            notification = ServerNotification(method, params)
+            if exchange is not None:
+                exchange.push(notification)
+            elif self._attached is not None:
+                self._attached.push(notification)
+            if self.notification_sink is not None:
+                with contextlib.suppress(asyncio.QueueFull):
+                    self.notification_sink.put_nowait(notification)
+            return
+        if exchange is not None and message.get("id") == exchange.request_id:
+            exchange.push(final_response(message))

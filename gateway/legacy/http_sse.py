@@ -1,0 +1,277 @@
+"""The gateway as a 2024-11-05 HTTP+SSE client (the deprecated transport some servers still speak).
+
+One :class:`HttpSseSession` is one backend session, and one long-lived ``GET`` stream is its whole
+back channel:
+
+1. ``GET <sse url>`` (``Accept: text/event-stream``); the first event, ``endpoint``, names the
+   URI to POST to. It is resolved against the SSE URL and refused unless it has the same origin
+   (scheme, host, port): the gateway would otherwise send the client's credentials wherever the
+   backend points (``endpoint_cross_origin``).
+2. Every client message - requests, notifications, answers to server requests - is its own
+   ``POST`` to that endpoint, answered ``202`` (or 200/204) with no JSON-RPC content.
+3. Every server message - responses, server requests, notifications - arrives as a ``message``
+   event on the one stream. A single reader task demultiplexes them: responses by JSON-RPC id
+   to the waiting :class:`~gateway.legacy.session.Exchange`, server requests to the attached
+   exchange (the lease holder), ``ping`` answered on the spot, notifications to the attached
+   exchange and to ``notification_sink``. Nothing else ties a server request to a call here,
+   which is why the lease matters: a request that arrives before the lease holder attached
+   (it can overtake the ``202`` of the call's POST) goes to the only exchange in flight.
+
+There is no session header, no version header, no resumability: if the stream ends or breaks,
+every exchange in flight fails with ``stream_closed`` (``malformed_response`` when the backend
+sent garbage) and the session is broken for good; the pool opens a new one. ``close()`` ends the
+stream; there is no ``DELETE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import aiohttp
+import structlog
+from yarl import URL
+
+from gateway.errors import BackendUnavailable
+from gateway.legacy.base import LegacySessionBase, backend_errors, jsonrpc_messages, sse_events
+from gateway.legacy.session import Exchange, FinalResponse, JsonObj, SessionExpired
+
+log = structlog.get_logger("gateway.legacy")
+
+_ACCEPTED = (200, 202, 204)
+
+
+def resolve_endpoint(sse_url: str, data: str) -> URL:
+    """The POST endpoint an ``endpoint`` event names, if it is on the SSE URL's origin."""
+    raw = data.strip()
+    if not raw:
+        raise BackendUnavailable("malformed_response", "empty endpoint event")
+    base = URL(sse_url)
+    try:
+        target = base.join(URL(raw)).with_fragment(None)
+    except ValueError as exc:
+        raise BackendUnavailable("malformed_response", f"endpoint event: {exc}") from exc
+    if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
+        raise BackendUnavailable("endpoint_cross_origin", "the endpoint event names another origin")
+    return target
+
+
+class HttpSseSession(LegacySessionBase):
+    """One handshake-era session on an HTTP+SSE (2024-11-05) backend."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        *,
+        capabilities: JsonObj,
+        headers: dict[str, str],
+        timeout: float,
+        connect_timeout: float,
+        offer_version: str | None = None,
+    ) -> None:
+        super().__init__(
+            http,
+            url,
+            capabilities=capabilities,
+            headers=headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            offer_version=offer_version,
+        )
+        self._endpoint: URL | None = None
+        self._inflight: dict[str | int, Exchange] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._failure: tuple[str, str] | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        """The session named in the endpoint's query (``session_id``/``sessionId``), if any."""
+        if self._endpoint is None:
+            return None
+        return self._endpoint.query.get("session_id") or self._endpoint.query.get("sessionId")
+
+    @property
+    def endpoint(self) -> str | None:
+        return None if self._endpoint is None else str(self._endpoint)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """GET stream → ``endpoint`` event → initialize → notifications/initialized."""
+        endpoint: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
+        self._reader = asyncio.create_task(self._read_stream(endpoint), name="legacy-sse-stream")
+        try:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    self._endpoint = await endpoint
+            except TimeoutError:
+                raise BackendUnavailable("timeout", f"no endpoint event within {self._timeout:g}s") from None
+            init = self._register(0, "initialize")
+            await self._post(self._initialize_body(), {}, what="initialize")
+            self._accept_initialize(await self._initialize_answer(init))
+            await self.notify("notifications/initialized")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Cancel the reader, which closes the stream and fails whatever is still in flight."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
+        request_id = next(self._ids)
+        exchange = self._register(request_id, method)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        try:
+            await self._post(body, headers, what=method, expiry_is_retryable=True)
+        except BaseException:
+            self._inflight.pop(request_id, None)
+            raise
+        return exchange
+
+    async def respond(
+        self, request_id: str | int, *, result: JsonObj | None = None, error: JsonObj | None = None
+    ) -> None:
+        body: JsonObj = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["result"] = result if result is not None else {}
+        await self._post(body, {}, what="response")
+
+    async def notify(self, method: str, params: JsonObj | None = None) -> None:
+        body: JsonObj = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            body["params"] = params
+        await self._post(body, {}, what=method)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _register(self, request_id: int, method: str) -> Exchange:
+        """Track an exchange before its POST: the response may overtake the POST's own answer."""
+        if self._failure is not None:
+            raise BackendUnavailable(*self._failure)
+        exchange = Exchange(request_id=request_id, method=method)
+        self._inflight[request_id] = exchange
+        return exchange
+
+    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
+        """Notifications may come first; server requests never reach ``init`` (see ``_owner``)."""
+        while True:
+            event = await init.next(self._timeout)
+            if isinstance(event, FinalResponse):
+                return event
+
+    async def _post(
+        self,
+        body: JsonObj,
+        extra: dict[str, str],
+        *,
+        what: str,
+        expiry_is_retryable: bool = False,
+    ) -> None:
+        """POST one message to the endpoint; the answer to it (if any) comes on the stream."""
+        if self._failure is not None:
+            raise BackendUnavailable(*self._failure)
+        if self._endpoint is None:
+            raise BackendUnavailable("stream_closed", f"{what}: the session has no endpoint")
+        headers = {**self._base_headers, **extra, "Content-Type": "application/json"}
+        with backend_errors(what):
+            async with self._http.post(
+                self._endpoint,
+                json=body,
+                headers=headers,
+                timeout=self._client_timeout(total=True),
+                allow_redirects=False,
+            ) as resp:
+                if resp.status == 404:
+                    # The backend forgot the session (restart, its own idle timeout).
+                    self._broken = True
+                    if expiry_is_retryable:
+                        raise SessionExpired(self.session_id or "")
+                    raise BackendUnavailable("session_lost", f"{what}: backend session expired")
+                if resp.status not in _ACCEPTED:
+                    raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
+
+    async def _read_stream(self, endpoint: asyncio.Future[URL]) -> None:
+        """Own the GET stream: resolve the endpoint, then route every message until it ends."""
+        failure = BackendUnavailable("stream_closed", "the backend closed the SSE stream")
+        try:
+            with backend_errors("sse stream"):
+                async with self._http.get(
+                    self._url,
+                    headers={**self._base_headers, "Accept": "text/event-stream"},
+                    timeout=self._client_timeout(total=False),
+                    allow_redirects=False,
+                ) as resp:
+                    if resp.status != 200:
+                        raise BackendUnavailable("bad_status", f"SSE GET answered HTTP {resp.status}")
+                    ctype = resp.headers.get("Content-Type", "")
+                    if not ctype.startswith("text/event-stream"):
+                        raise BackendUnavailable("malformed_response", f"SSE GET answered {ctype or 'none'!r}")
+                    async for event in sse_events(resp):
+                        if not endpoint.done():
+                            if event.event == "endpoint":
+                                endpoint.set_result(resolve_endpoint(self._url, event.data))
+                            elif event.event == "message" and event.data:
+                                raise ValueError("message event before the endpoint event")
+                            continue
+                        if event.event == "message" and event.data:
+                            for message in jsonrpc_messages(json.loads(event.data)):
+                                await self._route(message)
+        except asyncio.CancelledError:
+            failure = BackendUnavailable("stream_closed", "the session was closed")
+            raise
+        except BackendUnavailable as exc:
+            failure = exc
+        except Exception as exc:  # deny-on-error: whatever broke the stream, the session is over
+            failure = BackendUnavailable("transport_error", f"sse stream: {type(exc).__name__}")
+        finally:
+            self._fail(failure, endpoint)
+
+    async def _route(self, message: JsonObj) -> None:
+        if "method" in message:
+            await self._dispatch(message, self._owner())
+            return
+        request_id = message.get("id")
+        exchange = None
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            exchange = self._inflight.pop(request_id, None)
+        if exchange is None:
+            log.debug("backend response matches no request", id=repr(request_id)[:40])
+            return
+        await self._dispatch(message, exchange)
+
+    def _owner(self) -> Exchange | None:
+        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
+        if self._attached is not None:
+            return self._attached
+        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
+        return live[0] if len(live) == 1 else None
+
+    def _fail(self, failure: BackendUnavailable, endpoint: asyncio.Future[URL]) -> None:
+        """The stream is gone: the session is broken and nothing in flight will be answered."""
+        self._broken = True
+        if not endpoint.done():
+            endpoint.set_exception(failure)
+        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
+        detail = str((failure.data or {}).get("detail", ""))
+        self._failure = (reason, detail)
+        waiting = list(self._inflight.values())
+        self._inflight.clear()
+        if self._attached is not None:
+            waiting.append(self._attached)
+        for exchange in waiting:
+            exchange.push(BackendUnavailable(reason, detail))
+        if not self._closed:
+            log.info("backend SSE stream ended", reason=failure.reason, detail=detail)
