@@ -10,6 +10,7 @@ Fixtures (each yields a URL string):
 
 * ``legacy_server`` - session-scoped, streamable HTTP, stateful, SSE responses: ``http://127.0.0.1:P/mcp``
 * ``legacy_sse_server`` - session-scoped, the 2024-11-05 HTTP+SSE transport: ``http://127.0.0.1:P/sse``
+* ``native_sse_server`` - session-scoped, mcp 2.3.0 MCPServer on HTTP+SSE: ``http://127.0.0.1:P/sse``
 * ``native_server`` - session-scoped, streamable HTTP: ``http://127.0.0.1:P/mcp``
 * ``start_legacy_server(**opts)`` - function-scoped factory for variants
   (``transport=``, ``json_response=``, ``stateless=``, ``log_level=``); stopped after the test.
@@ -142,6 +143,15 @@ def legacy_sse_server(peer_log_dir: Path) -> Iterator[str]:
     port = free_port()
     with run_peer("legacy-sse", legacy_argv(port, transport="sse"), port, peer_log_dir):
         yield legacy_url(port, "sse")
+
+
+@pytest.fixture(scope="session")
+def native_sse_server(peer_log_dir: Path) -> Iterator[str]:
+    """mcp 2.3.0 MCPServer on the 2024-11-05 HTTP+SSE transport (handshake-era sessions, inline requests)."""
+    port = free_port()
+    argv = [sys.executable, str(PEERS_DIR / "sse_mcpserver.py"), "--port", str(port)]
+    with run_peer("native-sse", argv, port, peer_log_dir):
+        yield f"http://127.0.0.1:{port}/sse"
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,8 @@ the session's lease and turns them into ``InputRequiredResult`` rounds for the c
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from types import ModuleType
 
 import aiohttp
 import anyio
@@ -28,26 +24,6 @@ from interop.flows import FLOW_TIMEOUT, ROOTS, SAMPLED_TEXT, Recorder, text_of
 pytestmark = pytest.mark.interop
 
 MODERN = "2026-07-28"
-
-
-def _peer_fixtures() -> ModuleType:
-    """tests/conftest.py (its peer runner), loaded by path: ``import conftest`` is ambiguous next to
-    tests/e2e/conftest.py."""
-    spec = importlib.util.spec_from_file_location("_peer_fixtures", Path(__file__).parents[1] / "conftest.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def native_sse_server(peer_log_dir: Path) -> Iterator[str]:
-    peers = _peer_fixtures()
-    port = peers.free_port()
-    argv = [sys.executable, str(peers.PEERS_DIR / "sse_mcpserver.py"), "--port", str(port)]
-    with peers.run_peer("native-sse", argv, port, peer_log_dir):
-        yield f"http://127.0.0.1:{port}/sse"
 
 
 @pytest.fixture(params=["legacy-1.30.0", "mcpserver-2.3.0"])

@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import weakref
+from typing import Any
 
 from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.session import ServerSession
 from mcp.types import (
     Completion,
     CompletionArgument,
@@ -36,7 +41,7 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
 )
-from pydantic import BaseModel
+from pydantic import AnyUrl, BaseModel
 
 CITY_QUESTION = "Which city?"
 NAME_QUESTION = "What is your name?"
@@ -187,7 +192,86 @@ def build_server(*, json_response: bool, stateless: bool, log_level: str) -> Fas
             return Completion(values=[i for i in ("1", "2", "10") if i.startswith(argument.value)])
         return None
 
+    _add_cancellation_probe(mcp)
+    _add_change_notifications(mcp)
     return mcp
+
+
+def _add_cancellation_probe(mcp: FastMCP) -> None:
+    cancelled_tags: list[str] = []
+
+    @mcp.tool()
+    async def wait_for_cancel(tag: str, seconds: float = 30) -> str:
+        """Sleep; if the call is cancelled (notifications/cancelled), remember ``tag``."""
+        try:
+            await asyncio.sleep(seconds)
+        except BaseException:  # anyio delivers the cancellation as the backend-specific exception
+            cancelled_tags.append(tag)
+            raise
+        return "not cancelled"
+
+    @mcp.tool()
+    def cancelled() -> str:
+        """Comma-joined tags of the wait_for_cancel calls that were cancelled."""
+        return ",".join(cancelled_tags)
+
+
+def _add_change_notifications(mcp: FastMCP) -> None:
+    """Advertise tools.listChanged and resources.subscribe, and really send the notifications.
+
+    FastMCP 1.30.0 advertises neither by default and sends notifications only on the calling
+    session, so this peer tracks every live session: ``add_tool`` tells all of them the tool list
+    changed, ``touch`` tells the sessions subscribed to a URI that it was updated.
+    """
+    server = mcp._mcp_server
+    sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+    subscribers: dict[str, weakref.WeakSet[ServerSession]] = {}
+    original_init = ServerSession.__init__
+
+    def tracking_init(self: ServerSession, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        sessions.add(self)
+
+    ServerSession.__init__ = tracking_init  # type: ignore[method-assign]
+    original_options = server.create_initialization_options
+
+    def options(notification_options: NotificationOptions | None = None, experimental: Any = None) -> Any:
+        init = original_options(NotificationOptions(tools_changed=True, resources_changed=True), experimental or {})
+        if init.capabilities.resources is not None:
+            init.capabilities.resources.subscribe = True
+        return init
+
+    server.create_initialization_options = options  # type: ignore[method-assign]
+
+    @server.subscribe_resource()
+    async def subscribe(uri: Any) -> None:
+        subscribers.setdefault(str(uri), weakref.WeakSet()).add(server.request_context.session)
+
+    @server.unsubscribe_resource()
+    async def unsubscribe(uri: Any) -> None:
+        subscribers.get(str(uri), weakref.WeakSet()).discard(server.request_context.session)
+
+    @mcp.tool()
+    async def add_tool(name: str) -> str:
+        """Register a new tool ``name`` and send tools/list_changed to every session."""
+
+        def added() -> str:
+            return f"I am {name}"
+
+        mcp.add_tool(added, name=name, description="added at run time")
+        for session in list(sessions):
+            with contextlib.suppress(Exception):
+                await session.send_tool_list_changed()
+        return f"added={name}"
+
+    @mcp.tool()
+    async def touch(uri: str) -> str:
+        """Send resources/updated for ``uri`` to the sessions subscribed to it."""
+        targets = list(subscribers.get(uri, ()))
+        for session in targets:
+            with contextlib.suppress(Exception):
+                await session.send_resource_updated(AnyUrl(uri))
+        return f"notified={len(targets)}"
 
 
 def main(argv: list[str] | None = None) -> None:
