@@ -3,10 +3,11 @@
 Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registration):
 
 1. stop accepting requests (aiohttp's runner closes the listening sockets first);
-2. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
+2. end every ``subscriptions/listen`` stream with its final result (``on_shutdown``);
+3. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
    legacy tools finish instead of hanging;
-3. close every backend session with ``DELETE``;
-4. close the outgoing HTTP client.
+4. close every backend session with ``DELETE``;
+5. close the outgoing HTTP client.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from gateway import keys, ops
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
 from gateway.frontdoor.handler import make_handler
+from gateway.frontdoor.legacy_passthrough import PassthroughSessions
 from gateway.holds.registry import Hold, HoldRegistry
 from gateway.legacy.pool import SessionPool
+from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.state.codec import KeyRing
 
@@ -37,6 +40,8 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.METRICS] = Metrics.create()
     app[keys.READY] = {"routes": False}
     app[keys.ROUTES] = {}
+    app[keys.LISTEN_HUBS] = ListenHubs()
+    app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
     app.router.add_get("/metrics", ops.metrics)
@@ -50,9 +55,19 @@ def build_app(settings: Settings) -> web.Application:
     return app
 
 
+async def _close_listen_streams(app: web.Application) -> None:
+    """Long-lived streams end before handlers are awaited: listen streams with their final result,
+    passthrough streams of old clients at their next check."""
+    app[keys.PASSTHROUGH].closing = True
+    await app[keys.LISTEN_HUBS].close_all()
+
+
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=True) as http:
+    # No cookie jar: one shared client serves every user, and a backend cookie must not leak across them.
+    async with aiohttp.ClientSession(
+        connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
+    ) as http:
         app[keys.HTTP_CLIENT] = http
         yield
 
@@ -68,6 +83,7 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     for route in settings.routes:
         runtime = RouteRuntime(route, SessionPool(http, route, on_change=sessions_changed))
         app[keys.ROUTES][route.path] = runtime
+    app[keys.PASSTHROUGH] = PassthroughSessions()
     app[keys.READY]["routes"] = True
     reaper = asyncio.create_task(_reap_sessions(app), name="session-reaper")
     yield

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aiohttp
 from aiohttp import web
 
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
 from gateway.holds.registry import HoldRegistry
+from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
+
+if TYPE_CHECKING:  # the passthrough module reads these keys, so it cannot be imported here
+    from gateway.frontdoor.legacy_passthrough import PassthroughSessions
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -17,3 +23,5 @@ ROUTES = web.AppKey("routes", dict[str, RouteRuntime])
 DRIVER = web.AppKey("driver", CallDriver)
 HOLDS = web.AppKey("holds", HoldRegistry)
 READY = web.AppKey("ready", dict[str, bool])
+PASSTHROUGH: web.AppKey[PassthroughSessions] = web.AppKey("legacy_passthrough")
+LISTEN_HUBS = web.AppKey("listen_hubs", ListenHubs)

@@ -19,8 +19,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from gateway import keys
 from gateway.calls import Caller, RouteRuntime
 from gateway.errors import GatewayError, Overloaded, http_status_for
+from gateway.frontdoor import legacy_passthrough
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
 from gateway.frontdoor.stream import ResponseStream
+from gateway.legacy.pool import credential_digest
+from gateway.listen import Listener, acknowledged, stream_listener
 
 log = structlog.get_logger("gateway.frontdoor")
 
@@ -72,11 +75,13 @@ def make_handler(path: str) -> Any:
         started = time.perf_counter()
         limit = settings.config.listen.max_body_bytes
         body = await request.content.read(limit + 1)
+        if legacy_passthrough.claims(request, route):
+            return await legacy_passthrough.serve(request, route, body if request.method == "POST" else None)
         outcome = classify(request.method, list(request.headers.items()), body, max_body_bytes=limit)
         method = outcome.method if isinstance(outcome, Accepted | NotificationAccepted) else "-"
         structlog.contextvars.bind_contextvars(route=route.name, rpc_method=method)
         try:
-            response = await _dispatch(request, route, outcome)
+            response = await _dispatch(request, route, outcome, body)
         finally:
             structlog.contextvars.unbind_contextvars("route", "rpc_method")
         elapsed = time.perf_counter() - started
@@ -97,6 +102,7 @@ async def _dispatch(
     request: web.Request,
     route: RouteRuntime,
     outcome: Accepted | NotificationAccepted | LegacyHandshake | Rejection,
+    body: bytes,
 ) -> web.StreamResponse:
     app = request.app
     metrics = app[keys.METRICS]
@@ -109,6 +115,9 @@ async def _dispatch(
         metrics.requests.labels(route.name, outcome.method, "notification").inc()
         return web.Response(status=202)
     if isinstance(outcome, LegacyHandshake):
+        if route.config.backend.transport != "sse":
+            return await legacy_passthrough.forward(request, route, body)
+        # The 2024-11-05 HTTP+SSE wire cannot be passed through exchange by exchange.
         metrics.rejections.labels("handshake_era").inc()
         message = outcome.message
         requested = request.headers.get("MCP-Protocol-Version")
@@ -117,7 +126,8 @@ async def _dispatch(
             requested = params.get("protocolVersion")
         error = {
             "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": "Unsupported protocol version",
+            "message": "Unsupported protocol version: this route's backend uses the 2024-11-05 HTTP+SSE "
+            "transport, which handshake-era clients cannot be passed through to; use 2026-07-28",
             "data": {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
         }
         id_ = message.get("id")
@@ -127,7 +137,36 @@ async def _dispatch(
     return await _serve_modern(request, route, outcome)
 
 
+async def _serve_listen(request: web.Request, route: RouteRuntime, outcome: Accepted) -> web.StreamResponse:
+    """``subscriptions/listen``: always a long-lived SSE stream (406 when the client cannot take one)."""
+    if not outcome.wants_sse:
+        return web.Response(status=406)
+    hubs = request.app[keys.LISTEN_HUBS]
+    caller = caller_of(request, route)
+    requested = outcome.params.get("notifications")
+    requested = requested if isinstance(requested, dict) else {}
+
+    async def open_session(sink: Any) -> Any:
+        return await route.pool.open_detached(caller.forward_headers, sink)
+
+    def listener_for(capabilities: Any) -> Listener:
+        return Listener(outcome.id, acknowledged(requested, capabilities))
+
+    key = (route.config.path, credential_digest(caller.credential))
+    try:
+        hub, listener = await hubs.join(key, open_session, route.config.backend.timeout, listener_for)
+    except GatewayError as exc:
+        return render_error(outcome.id, exc)
+    request.app[keys.METRICS].requests.labels(route.name, outcome.method, "listen").inc()
+    try:
+        return await stream_listener(request, hub, listener)
+    finally:
+        await hubs.close_idle()
+
+
 async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Accepted) -> web.StreamResponse:
+    if outcome.method == "subscriptions/listen":
+        return await _serve_listen(request, route, outcome)
     metrics = request.app[keys.METRICS]
     driver = request.app[keys.DRIVER]
     stream = ResponseStream(

@@ -24,7 +24,7 @@ import structlog
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
-from gateway.legacy.session import JsonObj, SessionExpired
+from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.translate import capabilities as caps
 
@@ -122,7 +122,17 @@ class SessionPool:
             asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
         self._report()
 
-    async def _open(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
+    async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
+        """A session outside the pool (a subscription listener) whose notifications go to ``sink``."""
+        return await self._open({}, headers, sink=sink)
+
+    async def _open(
+        self,
+        normalized_caps: JsonObj,
+        headers: dict[str, str],
+        *,
+        sink: asyncio.Queue[ServerNotification] | None = None,
+    ) -> LegacySession:
         backend = self._route.backend
         offer = backend.protocol_version
         factory: type[StreamableHttpSession] | type[HttpSseSession]
@@ -136,6 +146,7 @@ class SessionPool:
             connect_timeout=backend.connect_timeout,
             offer_version=offer,
         )
+        session.notification_sink = sink
         self.initializations += 1
         try:
             await session.open()

@@ -1,0 +1,291 @@
+"""Old clients through the same route: handshake-era streamable HTTP, passed through as it is.
+
+A client that opens with ``initialize`` and no 2026-07-28 envelope is a handshake-era client
+(wire reference §2.9). Nothing it says needs translating: the route's backend speaks its language.
+So its exchanges are forwarded byte for byte to the backend and the answers (JSON or SSE) are
+streamed back chunk by chunk; server-to-client requests (elicitation, sampling, roots) reach the
+client inline on the POST's stream or the GET stream, and its answers go back the same way.
+
+Session ids. The client gets its own backend session, but never the backend's id: the gateway mints
+one on ``initialize`` and keeps gateway id → (route, backend id, last use) in
+:class:`PassthroughSessions`, in memory, bounded (least recently used out past ``MAX_SESSIONS``)
+and forgotten after the route's ``backend.session_idle``. Every later request swaps the ids. An
+unknown or forgotten id answers 404, which is what a legacy server says for an expired session, so
+the client re-initializes; a backend 404 for a mapped session, or a ``DELETE``, drops the mapping.
+A mapping only lives in the replica that minted it: a client moved to another replica starts over.
+
+Failures. The backend not answering is never the client's fault: 502 with the JSON-RPC error
+-32010 "Backend unavailable" and ``data.reason`` from :class:`gateway.errors.BackendUnavailable`'s
+vocabulary. Connecting is bounded by the route's ``connect_timeout`` and the answer's headers by its
+``timeout``; a body, once it flows, has no deadline (an SSE stream may idle for minutes while a user
+thinks), but a client that went away ends it.
+
+Not covered: routes whose backend speaks the 2024-11-05 HTTP+SSE transport (``transport: sse``).
+That wire (one GET stream announcing a POST endpoint, every answer on the stream) does not map one
+exchange to one exchange onto streamable HTTP, so the front door refuses handshake-era clients
+there with -32022.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+import structlog
+from aiohttp import web
+from mcp_types.jsonrpc import INVALID_REQUEST
+from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from multidict import CIMultiDict
+
+from gateway import keys
+from gateway.calls import RouteRuntime
+from gateway.errors import BackendUnavailable
+from gateway.legacy.base import backend_errors
+
+log = structlog.get_logger("gateway.frontdoor")
+
+SESSION_HEADER: Final = "Mcp-Session-Id"
+MAX_SESSIONS: Final = 10_000
+DISCONNECT_POLL: Final = 1.0
+"""Seconds between checks that the client is still there while a backend stream is silent."""
+
+_FORWARDED: Final = ("Content-Type", "Accept", "MCP-Protocol-Version", "Last-Event-ID")
+_NOT_RETURNED: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",  # the client session decompresses
+        "date",
+        "server",
+        "mcp-session-id",
+    }
+)
+_KNOWN_METHODS: Final = frozenset(method for method, _ in (*CLIENT_REQUESTS, *CLIENT_NOTIFICATIONS))
+
+
+@dataclass(slots=True)
+class _Entry:
+    route: str
+    backend_id: str
+    idle: float
+    last_used: float
+
+
+class PassthroughSessions:
+    """Gateway session id → backend session id; bounded, least recently used first out."""
+
+    def __init__(self, max_size: int = MAX_SESSIONS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._max_size = max_size
+        self._clock = clock
+        self.closing = False
+        """Set on shutdown: open streams end at their next quiet moment (the client resumes elsewhere)."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def open(self, route: str, backend_id: str, idle: float) -> str:
+        now = self._clock()
+        # Oldest first: drop idle entries from the front until one is still in use.
+        while self._entries:
+            oldest = next(iter(self._entries.values()))
+            if now - oldest.last_used <= oldest.idle:
+                break
+            self._entries.popitem(last=False)
+        gateway_id = secrets.token_urlsafe(24)
+        self._entries[gateway_id] = _Entry(route, backend_id, idle, now)
+        while len(self._entries) > self._max_size:
+            self._entries.popitem(last=False)
+        return gateway_id
+
+    def backend_id(self, gateway_id: str, route: str) -> str | None:
+        """The backend id behind ``gateway_id`` on ``route`` (and mark it used), or None."""
+        entry = self._entries.get(gateway_id)
+        if entry is None or entry.route != route:
+            return None
+        now = self._clock()
+        if now - entry.last_used > entry.idle:
+            del self._entries[gateway_id]
+            return None
+        entry.last_used = now
+        self._entries.move_to_end(gateway_id)
+        return entry.backend_id
+
+    def close(self, gateway_id: str) -> None:
+        self._entries.pop(gateway_id, None)
+
+
+def claims(request: web.Request, route: RouteRuntime) -> bool:
+    """Whether a request carrying a session id belongs to the passthrough, before classification.
+
+    2026-07-28 clients never send ``Mcp-Session-Id``. A known gateway id is unambiguous; GET and
+    DELETE are legacy-only verbs; and a POST whose version header is absent or handshake-era is a
+    legacy message (a JSON-RPC response to a server request, say) that must hear 404 if its
+    session is gone. A POST with an unknown id and a modern version header goes to the modern
+    path, which ignores the header as the spec says.
+    """
+    gateway_id = request.headers.get(SESSION_HEADER)
+    if gateway_id is None or route.config.backend.transport == "sse":
+        return False
+    if request.method != "POST" or request.app[keys.PASSTHROUGH].backend_id(gateway_id, route.name) is not None:
+        return True
+    version = request.headers.get("MCP-Protocol-Version")
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+async def serve(request: web.Request, route: RouteRuntime, body: bytes | None) -> web.StreamResponse:
+    """:func:`forward`, plus the canonical request log line the front door would have written."""
+    started = time.perf_counter()
+    label = _peek(request.method, body)[0]
+    response = await forward(request, route, body)
+    elapsed = time.perf_counter() - started
+    request.app[keys.METRICS].request_seconds.labels(route.name, label).observe(elapsed)
+    log.info(
+        "request",
+        route=route.name,
+        rpc_method=label,
+        era="legacy",
+        status=response.status,
+        duration_ms=round(elapsed * 1000, 2),
+    )
+    return response
+
+
+async def forward(request: web.Request, route: RouteRuntime, body: bytes | None) -> web.StreamResponse:
+    """Forward one handshake-era exchange to the route's backend and stream the answer back."""
+    app = request.app
+    backend = route.config.backend
+    sessions = app[keys.PASSTHROUGH]
+    label, request_id, is_initialize = _peek(request.method, body)
+    app[keys.METRICS].requests.labels(route.name, label, "legacy_passthrough").inc()
+    if body is not None and len(body) > app[keys.SETTINGS].config.listen.max_body_bytes:
+        return web.Response(status=413)
+
+    gateway_id = None if is_initialize else request.headers.get(SESSION_HEADER)
+    backend_id = None
+    if gateway_id is not None:
+        backend_id = sessions.backend_id(gateway_id, route.name)
+        if backend_id is None:
+            return _error(404, request_id, INVALID_REQUEST, "Session not found")
+
+    headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+    if body is None:
+        headers.pop("Content-Type", None)
+    headers.update(backend.headers)
+    credential = request.headers.get("Authorization")
+    if backend.forward_authorization and credential:
+        headers["Authorization"] = credential
+    if backend_id is not None:
+        headers[SESSION_HEADER] = backend_id
+
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=backend.connect_timeout, sock_read=None)
+    try:
+        async with asyncio.timeout(backend.timeout):
+            upstream = await app[keys.HTTP_CLIENT].request(
+                request.method, backend.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        failure = _unavailable(exc)
+        if request.method == "DELETE" and gateway_id is not None:
+            sessions.close(gateway_id)
+        app[keys.METRICS].backend_errors.labels(route.name, failure.reason).inc()
+        log.warning("legacy_passthrough_failed", route=route.name, reason=failure.reason, rpc_method=label)
+        return _error(502, request_id, failure.code, failure.message, failure.data)
+
+    try:
+        out = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)
+        returned_id = upstream.headers.get(SESSION_HEADER)
+        if gateway_id is not None:
+            if request.method == "DELETE" or upstream.status == 404:
+                sessions.close(gateway_id)
+            elif returned_id is not None:
+                out[SESSION_HEADER] = gateway_id
+        elif is_initialize and returned_id and upstream.status == 200:
+            out[SESSION_HEADER] = sessions.open(route.name, returned_id, backend.session_idle)
+        return await _relay(request, upstream, out)
+    finally:
+        upstream.release()
+
+
+async def _relay(
+    request: web.Request, upstream: aiohttp.ClientResponse, headers: CIMultiDict[str]
+) -> web.StreamResponse:
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+    if upstream.content_type == "text/event-stream":
+        response.headers["X-Accel-Buffering"] = "no"
+    elif upstream.content_length is not None and "Content-Encoding" not in upstream.headers:
+        response.content_length = upstream.content_length
+    try:
+        await response.prepare(request)
+        while True:
+            try:
+                async with asyncio.timeout(DISCONNECT_POLL):
+                    chunk = await upstream.content.readany()
+            except TimeoutError:
+                transport = request.transport
+                if transport is None or transport.is_closing() or request.app[keys.PASSTHROUGH].closing:
+                    return response
+                continue
+            if not chunk:
+                break
+            await response.write(chunk)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away; closing the backend stream is all that is left to do
+    except aiohttp.ClientError as exc:
+        # Headers are out, so no 502 can be sent: end the stream and let the client resume or retry.
+        log.warning("legacy_passthrough_stream_broken", reason=_unavailable(exc).reason)
+    return response
+
+
+def _peek(http_method: str, body: bytes | None) -> tuple[str, str | int | None, bool]:
+    """(metric label, JSON-RPC id, is it ``initialize``) of one exchange; never raises."""
+    if body is None:
+        return http_method, None, False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return "other", None, False
+    if isinstance(message, list):
+        return "batch", None, False
+    if not isinstance(message, dict):
+        return "other", None, False
+    method = message.get("method")
+    raw_id = message.get("id")
+    request_id = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
+    if method is None:
+        return "response", None, False
+    label = method if method in _KNOWN_METHODS else "other"
+    return label, request_id, method == "initialize" and request_id is not None
+
+
+def _unavailable(exc: BaseException) -> BackendUnavailable:
+    """A foreign failure as :class:`BackendUnavailable`, through the legacy side's one mapping."""
+    try:
+        with backend_errors("legacy passthrough"):
+            raise exc
+    except BackendUnavailable as mapped:
+        return mapped
+
+
+def _error(status: int, request_id: Any, code: int, message: str, data: Any = None) -> web.Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return web.json_response(body, status=status)

@@ -1,0 +1,256 @@
+"""``subscriptions/listen``: list-change and resource-update notifications for modern clients.
+
+A 2026-07-28 client opens a long-lived SSE response with ``subscriptions/listen`` instead of the
+legacy GET stream and ``resources/subscribe``. Per route and presented credential the gateway
+keeps one *listener* backend session (a :class:`ListenHub`): its standalone GET stream carries
+the legacy ``notifications/*/list_changed`` and ``notifications/resources/updated``, which the
+hub fans out to every listen stream that asked for them, stamped with that stream's
+``subscriptionId``. Resource subscriptions are reference-counted: ``resources/subscribe`` once per
+URI when the first listener wants it, ``resources/unsubscribe`` when the last one leaves.
+
+Only what the backend's capabilities support is acknowledged (``tools.listChanged``,
+``prompts.listChanged``, ``resources.listChanged``, ``resources.subscribe``). When the listener
+session breaks, every stream of its hub ends without a final result, so clients reconnect; on
+gateway shutdown streams end gracefully with the final ``complete`` result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from gateway.errors import BackendUnavailable, GatewayError
+from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification
+
+log = structlog.get_logger("gateway.listen")
+
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+_LIST_CHANGED = {
+    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
+    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
+    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
+}
+KEEPALIVE_SECONDS = 15.0
+HEALTH_CHECK_SECONDS = 1.0
+
+
+def acknowledged(requested: Mapping[str, Any], capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The subset of ``requested`` a backend with ``capabilities`` can honour."""
+    out: dict[str, Any] = {}
+    for flag, (cap, _) in _LIST_CHANGED.items():
+        if requested.get(flag) is True:
+            section = capabilities.get(cap)
+            out[flag] = bool(isinstance(section, Mapping) and section.get("listChanged"))
+    uris = requested.get("resourceSubscriptions")
+    if isinstance(uris, list):
+        resources = capabilities.get("resources")
+        can_subscribe = isinstance(resources, Mapping) and bool(resources.get("subscribe"))
+        out["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)] if can_subscribe else []
+    return out
+
+
+@dataclass(eq=False)
+class Listener:
+    subscription_id: str | int
+    wants: dict[str, Any]
+    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
+
+    def accepts(self, notification: ServerNotification) -> bool:
+        for flag, (_, method) in _LIST_CHANGED.items():
+            if notification.method == method:
+                return bool(self.wants.get(flag))
+        if notification.method == "notifications/resources/updated":
+            return notification.params.get("uri") in self.wants.get("resourceSubscriptions", [])
+        return False
+
+    def offer(self, notification: ServerNotification) -> None:
+        params = dict(notification.params)
+        params["_meta"] = {**dict(params.get("_meta") or {}), SUBSCRIPTION_ID_KEY: self.subscription_id}
+        message = {"jsonrpc": "2.0", "method": notification.method, "params": params}
+        with contextlib.suppress(asyncio.QueueFull):  # a stalled client loses updates, not memory
+            self.queue.put_nowait(message)
+
+
+class ListenHub:
+    """One listener backend session and the listen streams it feeds."""
+
+    def __init__(self, session: BackendSession, sink: asyncio.Queue[ServerNotification], timeout: float) -> None:
+        self.session = session
+        self._sink = sink
+        self._timeout = timeout
+        self._listeners: set[Listener] = set()
+        self._uris: Counter[str] = Counter()
+        self._lock = asyncio.Lock()
+        self._pump = asyncio.create_task(self._fan_out(), name="listen-fan-out")
+        self.closed = False
+
+    @property
+    def capabilities(self) -> Mapping[str, Any]:
+        caps = self.session.initialize_result.get("capabilities")
+        return caps if isinstance(caps, Mapping) else {}
+
+    @property
+    def listener_count(self) -> int:
+        return len(self._listeners)
+
+    async def add(self, listener: Listener) -> None:
+        async with self._lock:
+            for uri in listener.wants.get("resourceSubscriptions", []):
+                if self._uris[uri] == 0:
+                    await self._request("resources/subscribe", {"uri": uri})
+                self._uris[uri] += 1
+            self._listeners.add(listener)
+
+    async def remove(self, listener: Listener) -> None:
+        async with self._lock:
+            self._listeners.discard(listener)
+            for uri in listener.wants.get("resourceSubscriptions", []):
+                self._uris[uri] -= 1
+                if self._uris[uri] <= 0:
+                    del self._uris[uri]
+                    if not self.closed:
+                        with contextlib.suppress(GatewayError):
+                            await self._request("resources/unsubscribe", {"uri": uri})
+
+    async def _request(self, method: str, params: dict[str, Any]) -> None:
+        exchange = await self.session.start(method, params, {})
+        try:
+            while True:
+                event = await exchange.next(self._timeout)
+                if isinstance(event, FinalResponse):
+                    if event.error is not None:
+                        raise GatewayError(f"Backend refused {method}", data={"reason": "backend_error"})
+                    return
+        finally:
+            await exchange.aclose()
+
+    async def _fan_out(self) -> None:
+        while True:
+            try:
+                notification = await asyncio.wait_for(self._sink.get(), HEALTH_CHECK_SECONDS)
+            except TimeoutError:
+                if self.session.broken:
+                    await self.close(graceful=False)
+                    return
+                continue
+            for listener in list(self._listeners):
+                if listener.accepts(notification):
+                    listener.offer(notification)
+
+    async def close(self, *, graceful: bool) -> None:
+        """End every stream (with the final result when ``graceful``) and close the session."""
+        if self.closed:
+            return
+        self.closed = True
+        for listener in list(self._listeners):
+            final = (
+                {
+                    "jsonrpc": "2.0",
+                    "id": listener.subscription_id,
+                    "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}},
+                }
+                if graceful
+                else None
+            )
+            with contextlib.suppress(asyncio.QueueFull):
+                listener.queue.put_nowait(final)
+        if asyncio.current_task() is not self._pump:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+        await self.session.close()
+
+
+async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
+    """Serve one listen stream: the acknowledgement first, then notifications, until either side ends."""
+    response = web.StreamResponse(
+        status=200,
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache, no-transform",
+            "X-Accel-Buffering": "no",
+        },
+    )
+    await response.prepare(request)
+    ack = {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}, "notifications": listener.wants},
+    }
+    try:
+        await _write(response, ack)
+        while True:
+            try:
+                message = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                await response.write(b": ping\n\n")
+                continue
+            if message is None:
+                return response  # backend lost: end without a result so the client reconnects
+            await _write(response, message)
+            if "result" in message:
+                await response.write_eof()
+                return response
+    except (ConnectionError, BackendUnavailable):
+        return response
+    finally:
+        await hub.remove(listener)
+
+
+async def _write(response: web.StreamResponse, message: dict[str, Any]) -> None:
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    await response.write(f"event: message\ndata: {data}\n\n".encode())
+
+
+class ListenHubs:
+    """The hubs of one gateway, keyed by (route path, credential digest); opened on first use."""
+
+    def __init__(self) -> None:
+        self._hubs: dict[tuple[str, str], ListenHub] = {}
+        self._lock = asyncio.Lock()
+
+    def __len__(self) -> int:
+        return len(self._hubs)
+
+    async def join(
+        self, key: tuple[str, str], open_session: Any, timeout: float, wants: Any
+    ) -> tuple[ListenHub, Listener]:
+        """Add a listener to the hub for ``key`` (opening it if needed); ``wants(capabilities)``
+        gives the listener, so the acknowledgement follows what the backend supports."""
+        async with self._lock:
+            hub = self._hubs.get(key)
+            if hub is None or hub.closed or hub.session.broken:
+                sink: asyncio.Queue[ServerNotification] = asyncio.Queue(maxsize=10_000)
+                session: BackendSession = await open_session(sink)
+                hub = ListenHub(session, sink, timeout)
+                self._hubs[key] = hub
+            listener: Listener = wants(hub.capabilities)
+            try:
+                await hub.add(listener)
+            except BaseException:
+                if hub.listener_count == 0:
+                    del self._hubs[key]
+                    await hub.close(graceful=False)
+                raise
+            return hub, listener
+
+    async def close_idle(self) -> None:
+        """Close hubs nobody listens to any more (their backend session is not free)."""
+        async with self._lock:
+            for key, hub in list(self._hubs.items()):
+                if hub.closed or hub.listener_count == 0:
+                    del self._hubs[key]
+                    await hub.close(graceful=True)
+
+    async def close_all(self) -> None:
+        async with self._lock:
+            hubs, self._hubs = list(self._hubs.values()), {}
+        await asyncio.gather(*(h.close(graceful=True) for h in hubs), return_exceptions=True)
