@@ -36,7 +36,7 @@ from gateway.errors import (
 )
 from gateway.frontdoor.classify import Accepted
 from gateway.holds.registry import Hold, HoldRegistry, Pending, RefusedHold
-from gateway.legacy.pool import PooledSession, SessionPool
+from gateway.legacy.pool import PooledSession, SessionPool, credential_digest
 from gateway.legacy.session import (
     Exchange,
     FinalResponse,
@@ -82,7 +82,8 @@ class CallContext:
 class RouteRuntime:
     config: RouteConfig
     pool: SessionPool
-    discover_cache: dict[str, tuple[float, JsonObj]] = field(default_factory=dict)
+    tool_schemas: dict[str, tuple[float, dict[str, JsonObj]]] = field(default_factory=dict)
+    """Per credential digest: (expiry, tool name → inputSchema), for ``Mcp-Param-*`` validation."""
 
     @property
     def name(self) -> str:
@@ -134,6 +135,35 @@ class CallDriver:
                 return await self._resume(route, request, caller, state, on_notification)
             return await self._start_interactive(route, request, caller, on_notification)
         return await self._plain(route, request, caller)
+
+    async def tool_input_schema(self, route: RouteRuntime, caller: Caller, name: str) -> JsonObj | None:
+        """The backend's inputSchema for tool ``name`` (cached ``TOOL_SCHEMA_TTL`` s; None if unknown).
+
+        Fail-open: when the listing fails the call proceeds without ``Mcp-Param-*`` validation,
+        and the call itself then reports the backend's state.
+        """
+        digest = credential_digest(caller.credential)
+        cached = route.tool_schemas.get(digest)
+        now = time.monotonic()
+        if cached is None or cached[0] <= now:
+            schemas: dict[str, JsonObj] = {}
+            cursor: str | None = None
+            try:
+                for _ in range(100):  # bounded paging
+                    params: JsonObj = {"cursor": cursor} if cursor else {}
+                    listing = await self._plain(route, _internal("tools/list", params), caller)
+                    for tool in listing.get("tools") or []:
+                        if isinstance(tool, Mapping) and isinstance(tool.get("inputSchema"), Mapping):
+                            schemas[str(tool.get("name"))] = dict(tool["inputSchema"])
+                    cursor = listing.get("nextCursor") if isinstance(listing.get("nextCursor"), str) else None
+                    if not cursor:
+                        break
+            except GatewayError as exc:
+                log.info("tool_schema_unavailable", route=route.name, reason=exc.reason)
+                return None
+            cached = (now + TOOL_SCHEMA_TTL, schemas)
+            route.tool_schemas[digest] = cached
+        return cached[1].get(name)
 
     # -- plain methods ----------------------------------------------------------------------
 
@@ -590,6 +620,23 @@ class CallDriver:
 
 
 _background: set[asyncio.Task[None]] = set()
+
+TOOL_SCHEMA_TTL = 60.0
+
+
+def _internal(method: str, params: JsonObj) -> Accepted:
+    """A request the gateway itself sends (e.g. tools/list for header validation)."""
+    return Accepted(
+        id=0,
+        method=method,
+        params=params,
+        protocol_version="2026-07-28",
+        client_capabilities={},
+        client_info=None,
+        log_level=None,
+        progress_token=None,
+        wants_sse=False,
+    )
 
 
 def _spawn(coro: Coroutine[Any, Any, None]) -> None:

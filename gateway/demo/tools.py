@@ -237,6 +237,21 @@ async def _count(ctx: ToolContext, arguments: JsonObject) -> str:
     return f"counted={n}"
 
 
+async def _progress_then_ask(ctx: ToolContext, arguments: JsonObject) -> str:
+    """Progress before and after an elicitation: the second half travels on the client's retry."""
+    if ctx.progress_token is not None:
+        ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": 1, "total": 2})
+    (answer,) = await ctx.request_all([_form(ctx, "Which city?", "city")])
+    if ctx.progress_token is not None:
+        ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": 2, "total": 2})
+    city = _accepted(answer, "city")
+    return _declined(answer) if city is None else f"city={city}"
+
+
+async def _weather(ctx: ToolContext, arguments: JsonObject) -> str:
+    return f"weather in {_string(arguments, 'region')} for {_number(arguments, 'days')} days"
+
+
 async def _ping_me(ctx: ToolContext, arguments: JsonObject) -> str:
     await ctx.request_all([("ping", None)])
     return "pong"
@@ -289,6 +304,23 @@ TOOLS: dict[str, Tool] = {
         Tool("ping_me", "Ping the client and wait for the answer.", _schema(), _ping_me),
         Tool("whoami", "Return the Authorization header of this call.", _schema(), _whoami),
         Tool("url_login", "Require a URL-mode sign-in once per session.", _schema(), _url_login),
+        Tool(
+            "progress_then_ask",
+            "Report progress, ask for a city, report progress again.",
+            _schema(),
+            _progress_then_ask,
+        ),
+        Tool(
+            "weather",
+            "A tool whose arguments are mirrored in Mcp-Param-* headers (x-mcp-header).",
+            _schema(
+                {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "days": {"type": "integer", "x-mcp-header": "Days"},
+                }
+            ),
+            _weather,
+        ),
     )
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
-from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.jsonrpc import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway import keys
@@ -21,6 +21,7 @@ from gateway.calls import Caller, RouteRuntime
 from gateway.errors import GatewayError, Overloaded, http_status_for
 from gateway.frontdoor import legacy_passthrough
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
+from gateway.frontdoor.headers import check_param_headers
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.pool import credential_digest
 from gateway.listen import Listener, acknowledged, stream_listener
@@ -137,6 +138,21 @@ async def _dispatch(
     return await _serve_modern(request, route, outcome)
 
 
+async def _check_param_headers(request: web.Request, route: RouteRuntime, outcome: Accepted) -> Rejection | None:
+    """``Mcp-Param-*`` headers against the tool's ``x-mcp-header`` annotations (needs its inputSchema)."""
+    name = outcome.params.get("name")
+    if not isinstance(name, str):
+        return None
+    schema = await request.app[keys.DRIVER].tool_input_schema(route, caller_of(request, route), name)
+    arguments = outcome.params.get("arguments")
+    problem = check_param_headers(
+        list(request.headers.items()), arguments if isinstance(arguments, dict) else None, schema
+    )
+    if problem is None:
+        return None
+    return Rejection(400, HEADER_MISMATCH, problem, "header_mismatch.mcp-param", id=outcome.id)
+
+
 async def _serve_listen(request: web.Request, route: RouteRuntime, outcome: Accepted) -> web.StreamResponse:
     """``subscriptions/listen``: always a long-lived SSE stream (406 when the client cannot take one)."""
     if not outcome.wants_sse:
@@ -169,6 +185,11 @@ async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Acce
         return await _serve_listen(request, route, outcome)
     metrics = request.app[keys.METRICS]
     driver = request.app[keys.DRIVER]
+    if outcome.method == "tools/call":
+        rejection = await _check_param_headers(request, route, outcome)
+        if rejection is not None:
+            metrics.rejections.labels(rejection.reason).inc()
+            return render_rejection(rejection)
     stream = ResponseStream(
         request,
         progress_token=outcome.progress_token,

@@ -121,3 +121,26 @@ async def test_client_disconnect_cancels_the_backend_call(fake_backend: Backend,
             while pool.leased_count:
                 await asyncio.sleep(0.01)
     assert len(backend.cancelled) == 1
+
+
+async def test_progress_of_a_held_call_resumes_on_the_retry_stream(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url)]) as gw:
+        _, ctype, raw = await _post_sse(http, gw.url(), "progress_then_ask", {}, {"progressToken": "first"})
+        first = _events(raw)
+        assert ctype.startswith("text/event-stream")
+        assert [e["params"]["progressToken"] for e in first if e.get("method")] == ["first"]
+        result = first[-1]["result"]
+        assert result["resultType"] == "input_required"  # the final event, after the progress
+        (key,) = result["inputRequests"]
+        extra = {
+            "inputResponses": {key: {"action": "accept", "content": {"city": "Lima"}}},
+            "requestState": result["requestState"],
+        }
+        _, _, raw2 = await _post_sse(http, gw.url(), "progress_then_ask", {}, {"progressToken": "second"}, extra)
+    second = _events(raw2)
+    progress = [e["params"] for e in second if e.get("method") == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [("second", 2)]
+    assert second[-1]["result"]["content"][0]["text"] == "city=Lima"
