@@ -143,7 +143,8 @@ async def _check_param_headers(request: web.Request, route: RouteRuntime, outcom
     name = outcome.params.get("name")
     if not isinstance(name, str):
         return None
-    schema = await request.app[keys.DRIVER].tool_input_schema(route, caller_of(request, route), name)
+    driver = request.app[keys.DRIVER]
+    schema = await driver.tool_input_schema(route, caller_of(request, route), name, outcome.client_capabilities)
     arguments = outcome.params.get("arguments")
     problem = check_param_headers(
         list(request.headers.items()), arguments if isinstance(arguments, dict) else None, schema

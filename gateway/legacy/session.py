@@ -108,6 +108,12 @@ class Exchange:
             self.done = True
         return item
 
+    def close_nowait(self) -> None:
+        """Stop the reader without waiting (it releases its HTTP response as it unwinds)."""
+        self.done = True
+        if self.reader is not None and not self.reader.done():
+            self.reader.cancel()
+
     async def aclose(self) -> None:
         self.done = True
         if self.reader is not None and not self.reader.done():

@@ -32,6 +32,8 @@ async def broken_sse_backend() -> AsyncIterator[tuple[str, dict[str, int]]]:
             }
             body = {"jsonrpc": "2.0", "id": message["id"], "result": result}
             return web.json_response(body, headers={"Mcp-Session-Id": f"s{counters['initialize']}"})
+        if message["method"] == "tools/list":
+            return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if message["params"].get("name") == "ok":

@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
+from gateway.demo.tools import TOOLS
 
 WAIT = 5.0
 ALL_CAPABILITIES = {"elicitation": {}, "sampling": {}, "roots": {"listChanged": False}}
@@ -430,7 +431,7 @@ async def test_tools_list_pages_with_an_opaque_cursor(legacy: LegacyClient, back
         if cursor is None:
             break
     assert pages == 3
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names)) == len(TOOLS)
     bad = await read_answer(await legacy.request("tools/list", {"cursor": "garbage"}))
     assert bad["error"]["code"] == -32602
 

@@ -14,20 +14,25 @@ Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 
-from gateway.config.model import RouteConfig
+from gateway.calls.backend import Backend, cancel_reason
+from gateway.calls.context import (
+    CallContext,
+    Caller,
+    NotificationSink,
+    RouteRuntime,
+    arguments_of,
+    internal_request,
+    target_of,
+)
 from gateway.errors import (
-    BackendUnavailable,
     GatewayError,
     HoldLost,
     InvalidParams,
@@ -36,15 +41,8 @@ from gateway.errors import (
 )
 from gateway.frontdoor.classify import Accepted
 from gateway.holds.registry import Hold, HoldRegistry, Pending, RefusedHold
-from gateway.legacy.pool import PooledSession, SessionPool, credential_digest
-from gateway.legacy.session import (
-    Exchange,
-    FinalResponse,
-    JsonObj,
-    ServerNotification,
-    ServerRequest,
-    SessionExpired,
-)
+from gateway.legacy.pool import credential_digest
+from gateway.legacy.session import FinalResponse, JsonObj, ServerNotification, ServerRequest
 from gateway.observability.metrics import Metrics
 from gateway.state.claims import Claims, args_digest, principal_tag
 from gateway.state.codec import KeyRing, StateError, check_bindings
@@ -53,51 +51,8 @@ from gateway.translate import inputs, results
 
 log = structlog.get_logger("gateway.calls")
 
-NotificationSink = Callable[[ServerNotification], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who is calling: the credential decides the backend identity and the principal binding."""
-
-    credential: str | None
-    forward_headers: dict[str, str]
-
-
-@dataclass(eq=False)
-class CallContext:
-    """What a hold keeps between rounds."""
-
-    route: RouteRuntime
-    pooled: PooledSession | None
-    exchange: Exchange | None
-    normalized_caps: JsonObj
-    headers: dict[str, str]
-    backend_method: str
-    backend_params: JsonObj
-    reissue: bool = False  # url-mode hold: re-send the call after the client's consent
-
-
-@dataclass(eq=False)
-class RouteRuntime:
-    config: RouteConfig
-    pool: SessionPool
-    tool_schemas: dict[str, tuple[float, dict[str, JsonObj]]] = field(default_factory=dict)
-    """Per credential digest: (expiry, tool name → inputSchema), for ``Mcp-Param-*`` validation."""
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-
-def target_of(method: str, params: Mapping[str, Any]) -> str:
-    value = params.get("uri") if method == "resources/read" else params.get("name")
-    return str(value) if value is not None else ""
-
-
-def arguments_of(method: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    args = params.get("arguments")
-    return args if isinstance(args, Mapping) and method != "resources/read" else None
+TOOL_SCHEMA_TTL = 60.0
+"""Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
 
 
 class CallDriver:
@@ -115,6 +70,7 @@ class CallDriver:
         self._metrics = metrics
         self._replica = replica_id
         self._state_ttl = state_ttl
+        self._backend = Backend(metrics)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -136,10 +92,13 @@ class CallDriver:
             return await self._start_interactive(route, request, caller, on_notification)
         return await self._plain(route, request, caller)
 
-    async def tool_input_schema(self, route: RouteRuntime, caller: Caller, name: str) -> JsonObj | None:
+    async def tool_input_schema(
+        self, route: RouteRuntime, caller: Caller, name: str, capabilities: Mapping[str, Any]
+    ) -> JsonObj | None:
         """The backend's inputSchema for tool ``name`` (cached ``TOOL_SCHEMA_TTL`` s; None if unknown).
 
-        Fail-open: when the listing fails the call proceeds without ``Mcp-Param-*`` validation,
+        The listing runs with the caller's capabilities so it reuses the session the call will
+        lease. Fail-open: when the listing fails the call proceeds without ``Mcp-Param-*`` validation,
         and the call itself then reports the backend's state.
         """
         digest = credential_digest(caller.credential)
@@ -151,7 +110,7 @@ class CallDriver:
             try:
                 for _ in range(100):  # bounded paging
                     params: JsonObj = {"cursor": cursor} if cursor else {}
-                    listing = await self._plain(route, _internal("tools/list", params), caller)
+                    listing = await self._plain(route, internal_request("tools/list", params, capabilities), caller)
                     for tool in listing.get("tools") or []:
                         if isinstance(tool, Mapping) and isinstance(tool.get("inputSchema"), Mapping):
                             schemas[str(tool.get("name"))] = dict(tool["inputSchema"])
@@ -169,7 +128,7 @@ class CallDriver:
 
     async def _discover(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
         normalized = caps.normalize(request.client_capabilities)
-        pooled = await self._lease(route, caller, normalized)
+        pooled = await self._backend.lease(route, caller, normalized)
         try:
             init = pooled.session.initialize_result
         finally:
@@ -179,7 +138,7 @@ class CallDriver:
 
     async def _plain(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._begin(route, request, caller, normalized)
+        ctx = await self._backend.begin(route, request, caller, normalized)
         try:
             while True:
                 assert ctx.exchange is not None
@@ -187,9 +146,9 @@ class CallDriver:
                 if isinstance(event, FinalResponse):
                     return self._finish(ctx, request, event, reusable=True)
                 if isinstance(event, ServerRequest):
-                    await self._refuse_server_request(ctx, event, "not allowed during this method")
+                    await self._backend.refuse_server_request(ctx, event, "not allowed during this method")
         except BaseException as exc:
-            self._discard(ctx, cancel=_cancel_reason(exc))
+            self._backend.discard(ctx, cancel=cancel_reason(exc))
             raise
 
     # -- interactive methods ----------------------------------------------------------------
@@ -200,7 +159,7 @@ class CallDriver:
         principal = principal_tag(caller.credential, self._keyring.salt)
         self._registry.admit(principal)
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._begin(route, request, caller, normalized)
+        ctx = await self._backend.begin(route, request, caller, normalized)
         return await self._drive(ctx, request, caller, None, on_notification)
 
     async def _resume(
@@ -233,7 +192,7 @@ class CallDriver:
                 await ctx.pooled.session.respond(pending.backend_id, result=answer)
         except GatewayError:
             self._registry.remove(hold)
-            self._discard(ctx)
+            self._backend.discard(ctx)
             raise
         if hold.pending:
             # The client answered only part of the round: ask again for what is missing.
@@ -255,15 +214,15 @@ class CallDriver:
             return self._input_required(ctx, hold, request, caller)
         if any(a.get("action") != "accept" for a in answers.values()):
             self._registry.remove(hold)
-            self._release(ctx)
+            self._backend.release(ctx)
             raise GatewayError("The required URL interaction was not completed", reason="url_declined")
         ctx.reissue = False
         assert ctx.pooled is not None
         try:
-            ctx.exchange = await self._send(ctx, ctx.backend_method, ctx.backend_params)
+            ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
         except GatewayError:
             self._registry.remove(hold)
-            self._discard(ctx)
+            self._backend.discard(ctx)
             raise
         return await self._drive(ctx, request, caller, hold, on_notification)
 
@@ -304,13 +263,13 @@ class CallDriver:
                 missing = caps.allows(ctx.normalized_caps, event.method, event.params)
                 if missing is not None:
                     # deny-on-error: never forward a kind the client did not declare in this request.
-                    await self._refuse_server_request(ctx, event, "the client did not declare this capability")
+                    await self._backend.refuse_server_request(ctx, event, "the client did not declare this capability")
                     continue
                 batch.append(event)
         except BaseException as exc:
             if hold is not None:
                 self._registry.remove(hold)
-            self._discard(ctx, cancel=_cancel_reason(exc))
+            self._backend.discard(ctx, cancel=cancel_reason(exc))
             raise
         return self._hold_round(ctx, request, caller, hold, batch)
 
@@ -340,11 +299,11 @@ class CallDriver:
             try:
                 self._registry.add(hold)
             except GatewayError:
-                self._answer_pending_for_expiry(ctx, batch)
+                self._backend.answer_pending_for_expiry(ctx, batch)
                 raise
         if hold.round >= route.config.holds.max_rounds:
             self._registry.remove(hold)
-            self._answer_pending_for_expiry(ctx, batch)
+            self._backend.answer_pending_for_expiry(ctx, batch)
             raise GatewayError(
                 f"The backend asked for input more than {route.config.holds.max_rounds} times",
                 reason="max_rounds",
@@ -454,100 +413,15 @@ class CallDriver:
                 raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
         return answers
 
-    # -- backend plumbing -------------------------------------------------------------------
-
-    async def _lease(self, route: RouteRuntime, caller: Caller, normalized: JsonObj) -> PooledSession:
-        key = route.pool.key_for(caller.credential, normalized)
-        try:
-            return await route.pool.lease(key, normalized, caller.forward_headers)
-        except BackendUnavailable as exc:
-            self._metrics.backend_errors.labels(route.name, exc.reason).inc()
-            raise
-
-    async def _begin(self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj) -> CallContext:
-        pooled = await self._lease(route, caller, normalized)
-        ctx = CallContext(
-            route=route,
-            pooled=pooled,
-            exchange=None,
-            normalized_caps=normalized,
-            headers=caller.forward_headers,
-            backend_method=request.method,
-            backend_params=results.legacy_params(request.params),
-        )
-        try:
-            ctx.exchange = await self._send(ctx, ctx.backend_method, ctx.backend_params)
-        except BaseException:
-            self._discard(ctx)
-            raise
-        return ctx
-
-    async def _send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
-        """Start ``method`` on the leased session, re-initializing once if the session expired."""
-        assert ctx.pooled is not None
-        try:
-            try:
-                return await ctx.pooled.session.start(method, params, ctx.headers)
-            except SessionExpired:
-                log.info("backend_session_expired", route=ctx.route.name)
-                await ctx.route.pool.reopen(ctx.pooled, ctx.normalized_caps, ctx.headers)
-                try:
-                    return await ctx.pooled.session.start(method, params, ctx.headers)
-                except SessionExpired:
-                    raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
-        except BackendUnavailable as exc:
-            self._metrics.backend_errors.labels(ctx.route.name, exc.reason).inc()
-            raise
-
-    async def _refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
-        assert ctx.pooled is not None
-        if event.method == "elicitation/create":
-            await ctx.pooled.session.respond(event.id, result={"action": "decline"})
-            return
-        await ctx.pooled.session.respond(event.id, error={"code": -32601, "message": f"{event.method}: {why}"})
-
-    def _answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
-        pending = [Pending(r.id, r.method, {}) for r in batch]
-        _spawn(self._unblock(ctx, pending))
-
     async def expire(self, hold: Hold) -> None:
         """A hold's client never came back: answer the backend ourselves so the tool can finish."""
         ctx: CallContext = hold.context
         self._metrics.hold_expirations.labels(hold.route).inc()
         log.info("hold_expired", route=hold.route, hold=hold.id, pending=len(hold.pending))
         if ctx.reissue:
-            self._release(ctx)
+            self._backend.release(ctx)
             return
-        await self._unblock(ctx, list(hold.pending.values()))
-
-    async def _unblock(self, ctx: CallContext, pending: list[Pending]) -> None:
-        """Cancel pending server requests, then drain the exchange to its end and free the session."""
-        if ctx.pooled is None or ctx.exchange is None:
-            return
-        session = ctx.pooled.session
-        timeout = ctx.route.config.backend.timeout
-        try:
-            for item in pending:
-                await self._cancel_server_request(session, item.backend_id, item.method)
-            while True:
-                event = await ctx.exchange.next(timeout)
-                if isinstance(event, FinalResponse):
-                    self._release(ctx)
-                    return
-                if isinstance(event, ServerRequest):
-                    await self._cancel_server_request(session, event.id, event.method)
-        except (GatewayError, asyncio.CancelledError):
-            self._discard(ctx)
-        except Exception:  # deny-on-error: an expiry must never leak a session
-            log.exception("hold_expiry_failed", route=ctx.route.name)
-            self._discard(ctx)
-
-    @staticmethod
-    async def _cancel_server_request(session: Any, backend_id: str | int, method: str) -> None:
-        if method == "elicitation/create":
-            await session.respond(backend_id, result={"action": "cancel"})
-        else:
-            await session.respond(backend_id, error={"code": -32603, "message": "The client did not answer in time"})
+        await self._backend.unblock(ctx, list(hold.pending.values()))
 
     def _finish(
         self,
@@ -558,16 +432,16 @@ class CallDriver:
         reusable: bool,
         retry: bool = False,
     ) -> JsonObj:
-        self._release(ctx, reusable=reusable)
+        server_info = None
+        if ctx.pooled is not None:
+            info = ctx.pooled.session.initialize_result.get("serverInfo")
+            server_info = info if isinstance(info, Mapping) else None
+        self._backend.release(ctx, reusable=reusable)
         if final.error is not None:
             error = results.modern_error(final.error)
             raise UpstreamError(error["code"], error["message"], error.get("data"))
         assert final.result is not None
         cache = ctx.route.config.cache
-        server_info = None
-        if ctx.pooled is not None:
-            info = ctx.pooled.session.initialize_result.get("serverInfo")
-            server_info = info if isinstance(info, Mapping) else None
         return results.complete_result(
             request.method,
             final.result,
@@ -576,82 +450,3 @@ class CallDriver:
             server_info=server_info,
             cacheable=not retry,
         )
-
-    def _release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | None = None) -> None:
-        if ctx.pooled is None:
-            return
-        pooled, ctx.pooled = ctx.pooled, None
-        exchange, ctx.exchange = ctx.exchange, None
-        if exchange is not None and not exchange.answered:
-            reusable = False  # the backend is still working on it: don't hand the session on
-        else:
-            cancel = None
-        pooled.session.attach(None)
-        _spawn(self._wind_down(ctx.route, pooled, exchange, reusable=reusable, cancel=cancel))
-
-    async def _wind_down(
-        self,
-        route: RouteRuntime,
-        pooled: PooledSession,
-        exchange: Exchange | None,
-        *,
-        reusable: bool,
-        cancel: str | None,
-    ) -> None:
-        """Close the exchange and return the session; tell the backend first if the call is abandoned.
-
-        Legacy servers do not treat a dropped connection as cancellation, so an abandoned call gets
-        an explicit ``notifications/cancelled`` before its session is closed.
-        """
-        try:
-            if cancel is not None and exchange is not None:
-                with contextlib.suppress(GatewayError):
-                    await pooled.session.notify(
-                        "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
-                    )
-                log.info("backend_call_cancelled", route=route.name, reason=cancel)
-            if exchange is not None:
-                await exchange.aclose()
-        finally:
-            route.pool.release(pooled, reusable=reusable)
-
-    def _discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
-        self._release(ctx, reusable=False, cancel=cancel)
-
-
-_background: set[asyncio.Task[None]] = set()
-
-TOOL_SCHEMA_TTL = 60.0
-
-
-def _internal(method: str, params: JsonObj) -> Accepted:
-    """A request the gateway itself sends (e.g. tools/list for header validation)."""
-    return Accepted(
-        id=0,
-        method=method,
-        params=params,
-        protocol_version="2026-07-28",
-        client_capabilities={},
-        client_info=None,
-        log_level=None,
-        progress_token=None,
-        wants_sse=False,
-    )
-
-
-def _spawn(coro: Coroutine[Any, Any, None]) -> None:
-    """Run ``coro`` in the background, keeping a reference until it is done."""
-    task = asyncio.create_task(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-def _cancel_reason(exc: BaseException) -> str | None:
-    """Why an unanswered backend call is being abandoned, if it should be cancelled upstream."""
-    if isinstance(exc, asyncio.CancelledError):
-        return "client disconnected"
-    if isinstance(exc, BackendUnavailable) and exc.reason == "timeout":
-        return "gateway timeout"
-    if isinstance(exc, GatewayError):
-        return None
-    return "gateway error"

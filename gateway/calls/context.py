@@ -1,0 +1,74 @@
+"""What one call carries through the gateway: who calls, the route it uses, and the state a hold
+keeps between rounds."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config.model import RouteConfig
+from gateway.frontdoor.classify import Accepted
+from gateway.legacy.pool import PooledSession, SessionPool
+from gateway.legacy.session import Exchange, JsonObj, ServerNotification
+
+NotificationSink = Callable[[ServerNotification], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the credential decides the backend identity and the principal binding."""
+
+    credential: str | None
+    forward_headers: dict[str, str]
+
+
+@dataclass(eq=False)
+class CallContext:
+    """What a hold keeps between rounds."""
+
+    route: RouteRuntime
+    pooled: PooledSession | None
+    exchange: Exchange | None
+    normalized_caps: JsonObj
+    headers: dict[str, str]
+    backend_method: str
+    backend_params: JsonObj
+    reissue: bool = False  # url-mode hold: re-send the call after the client's consent
+
+
+@dataclass(eq=False)
+class RouteRuntime:
+    config: RouteConfig
+    pool: SessionPool
+    tool_schemas: dict[str, tuple[float, dict[str, JsonObj]]] = field(default_factory=dict)
+    """Per credential digest: (expiry, tool name → inputSchema), for ``Mcp-Param-*`` validation."""
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def target_of(method: str, params: Mapping[str, Any]) -> str:
+    value = params.get("uri") if method == "resources/read" else params.get("name")
+    return str(value) if value is not None else ""
+
+
+def arguments_of(method: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    args = params.get("arguments")
+    return args if isinstance(args, Mapping) and method != "resources/read" else None
+
+
+def internal_request(method: str, params: JsonObj, capabilities: Mapping[str, Any] | None = None) -> Accepted:
+    """A request the gateway itself sends (e.g. tools/list for header validation)."""
+    return Accepted(
+        id=0,
+        method=method,
+        params=params,
+        protocol_version="2026-07-28",
+        client_capabilities=dict(capabilities or {}),
+        client_info=None,
+        log_level=None,
+        progress_token=None,
+        wants_sse=False,
+    )
