@@ -75,12 +75,7 @@ class Exchange:
                 item = await self.queue.get()
         except TimeoutError:
             raise BackendUnavailable("timeout", f"no answer from the backend within {timeout:g}s") from None
-        if isinstance(item, BackendUnavailable):
-            self.done = True
-            raise item
-        if isinstance(item, FinalResponse):
-            self.done = True
-        return item
+        return self._take(item)
 
     async def poll(self, window: float) -> ExchangeEvent | None:
         """The next event if one arrives within ``window`` seconds, else None (batching)."""
@@ -89,18 +84,9 @@ class Exchange:
                 item = await self.queue.get()
         except TimeoutError:
             return None
-        if isinstance(item, BackendUnavailable):
-            self.done = True
-            raise item
-        if isinstance(item, FinalResponse):
-            self.done = True
-        return item
+        return self._take(item)
 
-    def next_nowait(self) -> ExchangeEvent | None:
-        try:
-            item = self.queue.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
+    def _take(self, item: ExchangeEvent | BackendUnavailable) -> ExchangeEvent:
         if isinstance(item, BackendUnavailable):
             self.done = True
             raise item

@@ -46,6 +46,7 @@ async def test_lists_and_plain_calls_work_with_json_and_sse_backends(
         added = await client.call_tool("add", {"a": 2, "b": 3})
         assert added.result["resultType"] == "complete"
         assert added.text == "5"
+        assert added.result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mrtr-demo-backend"
         prompt = (await client.request("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}})).result
         assert prompt["resultType"] == "complete"
         assert "Ada" in str(prompt["messages"])
