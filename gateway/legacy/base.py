@@ -116,6 +116,10 @@ class LegacySessionBase:
         self._attached: Exchange | None = None
         self._closed = False
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
+        self._init_transport()
+
+    def _init_transport(self) -> None:
+        """Transport-specific state; subclasses set theirs here instead of overriding __init__."""
 
     # -- properties -------------------------------------------------------------------------
 

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import json
 
-import aiohttp
 import structlog
 from yarl import URL
 
@@ -60,26 +59,7 @@ def resolve_endpoint(sse_url: str, data: str) -> URL:
 class HttpSseSession(LegacySessionBase):
     """One handshake-era session on an HTTP+SSE (2024-11-05) backend."""
 
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        url: str,
-        *,
-        capabilities: JsonObj,
-        headers: dict[str, str],
-        timeout: float,
-        connect_timeout: float,
-        offer_version: str | None = None,
-    ) -> None:
-        super().__init__(
-            http,
-            url,
-            capabilities=capabilities,
-            headers=headers,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            offer_version=offer_version,
-        )
+    def _init_transport(self) -> None:
         self._endpoint: URL | None = None
         self._inflight: dict[str | int, Exchange] = {}
         self._reader: asyncio.Task[None] | None = None

@@ -47,26 +47,7 @@ _RESUME_ATTEMPTS = 3
 class StreamableHttpSession(LegacySessionBase):
     """One handshake-era session on a streamable-HTTP backend."""
 
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        url: str,
-        *,
-        capabilities: JsonObj,
-        headers: dict[str, str],
-        timeout: float,
-        connect_timeout: float,
-        offer_version: str | None = None,
-    ) -> None:
-        super().__init__(
-            http,
-            url,
-            capabilities=capabilities,
-            headers=headers,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            offer_version=offer_version,
-        )
+    def _init_transport(self) -> None:
         self._session_id: str | None = None
         self._get_task: asyncio.Task[None] | None = None
 
