@@ -282,20 +282,8 @@ class CallDriver:
         batch: list[ServerRequest],
     ) -> JsonObj:
         route = ctx.route
-        deadline = time.monotonic() + route.config.holds.ttl
         if hold is None:
-            hold = Hold(
-                id=self._registry.new_id(),
-                route=route.name,
-                principal=principal_tag(caller.credential, self._keyring.salt),
-                method=request.method,
-                target=target_of(request.method, request.params),
-                args_digest=args_digest(arguments_of(request.method, request.params)),
-                deadline=deadline,
-                context=ctx,
-                round=0,
-                busy=True,
-            )
+            hold = self._new_hold(ctx, request, caller)
             try:
                 self._registry.add(hold)
             except GatewayError:
@@ -313,6 +301,21 @@ class CallDriver:
             key = hold.next_key(inputs.input_key, server_request.method)
             hold.pending[key] = Pending(server_request.id, server_request.method, entry, elicitation_id)
         return self._input_required(ctx, hold, request, caller)
+
+    def _new_hold(self, ctx: CallContext, request: Accepted, caller: Caller) -> Hold:
+        """A hold for ``request``, claimed (busy) by the call that creates it; round 0 until sealed."""
+        return Hold(
+            id=self._registry.new_id(),
+            route=ctx.route.name,
+            principal=principal_tag(caller.credential, self._keyring.salt),
+            method=request.method,
+            target=target_of(request.method, request.params),
+            args_digest=args_digest(arguments_of(request.method, request.params)),
+            deadline=time.monotonic() + ctx.route.config.holds.ttl,
+            context=ctx,
+            round=0,
+            busy=True,
+        )
 
     def _input_required(self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller) -> JsonObj:
         """Seal a new round's state and answer with the pending requests."""
@@ -347,21 +350,9 @@ class CallDriver:
         elicitations = inputs.url_elicitations(error)
         if not elicitations or caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"}) is not None:
             return None
-        route = ctx.route
         ctx.reissue = True
         ctx.exchange = None
-        hold = Hold(
-            id=self._registry.new_id(),
-            route=route.name,
-            principal=principal_tag(caller.credential, self._keyring.salt),
-            method=request.method,
-            target=target_of(request.method, request.params),
-            args_digest=args_digest(arguments_of(request.method, request.params)),
-            deadline=time.monotonic() + route.config.holds.ttl,
-            context=ctx,
-            round=0,
-            busy=True,
-        )
+        hold = self._new_hold(ctx, request, caller)
         self._registry.add(hold)
         for item in elicitations:
             params = {"mode": "url", "message": str(item.get("message", "")), "url": item["url"]}

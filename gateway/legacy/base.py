@@ -16,6 +16,7 @@ aiohttp's exception tree.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import itertools
@@ -88,7 +89,7 @@ async def sse_events(resp: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:
             yield event
 
 
-class LegacySessionBase:
+class LegacySessionBase(abc.ABC):
     """State and message routing shared by the handshake-era HTTP transports."""
 
     def __init__(
@@ -118,8 +119,30 @@ class LegacySessionBase:
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
         self._init_transport()
 
+    @abc.abstractmethod
     def _init_transport(self) -> None:
         """Transport-specific state; subclasses set theirs here instead of overriding __init__."""
+
+    @abc.abstractmethod
+    async def _deliver(self, body: JsonObj, *, what: str) -> None:
+        """Send a message that expects no JSON-RPC answer (transport-specific)."""
+
+    async def respond(
+        self, request_id: str | int, *, result: JsonObj | None = None, error: JsonObj | None = None
+    ) -> None:
+        """Answer a server request (``result`` or ``error``)."""
+        body: JsonObj = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["result"] = result if result is not None else {}
+        await self._deliver(body, what="response")
+
+    async def notify(self, method: str, params: JsonObj | None = None) -> None:
+        body: JsonObj = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            body["params"] = params
+        await self._deliver(body, what=method)
 
     # -- properties -------------------------------------------------------------------------
 
@@ -140,11 +163,6 @@ class LegacySessionBase:
 
     def mark_broken(self) -> None:
         self._broken = True
-
-    async def respond(
-        self, request_id: str | int, *, result: JsonObj | None = None, error: JsonObj | None = None
-    ) -> None:
-        raise NotImplementedError
 
     # -- shared steps -----------------------------------------------------------------------
 

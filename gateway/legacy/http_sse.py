@@ -119,21 +119,9 @@ class HttpSseSession(LegacySessionBase):
             raise
         return exchange
 
-    async def respond(
-        self, request_id: str | int, *, result: JsonObj | None = None, error: JsonObj | None = None
-    ) -> None:
-        body: JsonObj = {"jsonrpc": "2.0", "id": request_id}
-        if error is not None:
-            body["error"] = error
-        else:
-            body["result"] = result if result is not None else {}
-        await self._post(body, {}, what="response")
-
-    async def notify(self, method: str, params: JsonObj | None = None) -> None:
-        body: JsonObj = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            body["params"] = params
-        await self._post(body, {}, what=method)
+    async def _deliver(self, body: JsonObj, *, what: str) -> None:
+        """POST a response or notification (no answer expected beyond 202)."""
+        await self._post(body, {}, what=what)
 
     # -- internals --------------------------------------------------------------------------
 
