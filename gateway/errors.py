@@ -69,10 +69,9 @@ class BackendUnavailable(GatewayError):
     message = "Backend unavailable"
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        data: dict[str, Any] = {"reason": reason}
-        if detail:
-            data["detail"] = detail[:200]
-        super().__init__(data=data, reason=reason)
+        # The detail names backend hosts and errors: it goes to the log, never to the client.
+        self.detail = detail[:300]
+        super().__init__(data={"reason": reason}, reason=reason)
 
 
 class Overloaded(GatewayError):

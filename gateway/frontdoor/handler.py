@@ -203,7 +203,7 @@ async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Acce
         except GatewayError as exc:
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
             if exc.code not in (-32602, -32601):
-                log.warning("request_failed", reason=exc.reason, code=exc.code)
+                log.warning("request_failed", reason=exc.reason, code=exc.code, detail=getattr(exc, "detail", None))
             if stream.committed:
                 return await stream.finish(_jsonrpc(outcome.id, error=exc.to_error()))
             return render_error(outcome.id, exc)

@@ -204,7 +204,13 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
         if request.method == "DELETE" and gateway_id is not None:
             sessions.close(gateway_id)
         app[keys.METRICS].backend_errors.labels(route.name, failure.reason).inc()
-        log.warning("legacy_passthrough_failed", route=route.name, reason=failure.reason, rpc_method=label)
+        log.warning(
+            "legacy_passthrough_failed",
+            route=route.name,
+            reason=failure.reason,
+            detail=failure.detail,
+            rpc_method=label,
+        )
         return _error(502, request_id, failure.code, failure.message, failure.data)
 
     try:

@@ -78,6 +78,9 @@ class SessionPool:
     def idle_count(self) -> int:
         return sum(len(v) for v in self._idle.values())
 
+    def idle_sessions(self) -> list[PooledSession]:
+        return [p for sessions in self._idle.values() for p in sessions]
+
     def _report(self) -> None:
         if self._on_change is not None:
             self._on_change(self._route.name, self.size)

@@ -16,6 +16,7 @@ from harness import BareClient, accept, route, running_gateway
 from mcp.client import Client
 from peers.runner import free_port, legacy_argv, legacy_url, run_peer
 
+from gateway import keys
 from interop.flows import FLOW_TIMEOUT, text_of
 
 pytestmark = pytest.mark.interop
@@ -133,3 +134,37 @@ async def test_stateless_server_loses_the_answer_so_the_retry_ends_with_a_clear_
         done = await client.retry("ask_city", result["requestState"], {key: accept(city="x")})
         assert done.error["code"] == -32010
         assert time.monotonic() - started < 3
+
+
+async def test_silent_backend_call_times_out_on_the_route_timeout_and_is_cancelled(
+    legacy_server: str, http: aiohttp.ClientSession
+) -> None:
+    tag = f"timeout-{time.monotonic_ns()}"
+    async with running_gateway([route("legacy", "/mcp", legacy_server, backend={"timeout": 1})]) as gw:
+        client = BareClient(http, gw.url())
+        started = time.monotonic()
+        reply = await client.call_tool("wait_for_cancel", {"tag": tag, "seconds": 30})
+        assert (reply.error["code"], reply.error["data"]) == (-32010, {"reason": "timeout"})
+        assert time.monotonic() - started < 2.5
+        with anyio.fail_after(10):
+            while tag not in (await client.call_tool("cancelled")).text.split(","):
+                await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("pinned", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+async def test_a_route_can_pin_the_revision_offered_to_a_real_server(
+    legacy_server: str, http: aiohttp.ClientSession, pinned: str
+) -> None:
+    async with running_gateway([route("legacy", "/mcp", legacy_server, backend={"protocol_version": pinned})]) as gw:
+        client = BareClient(http, gw.url())
+        assert (await client.call_tool("add", {"a": 1, "b": 1})).text == "2"
+        pool = gw.app[keys.ROUTES]["/mcp"].pool
+        (pooled,) = pool.idle_sessions()
+        assert pooled.session.protocol_version == pinned
+        # Before 2025-06-18 the gateway declares no elicitation upstream (the exact shapes per
+        # revision are pinned in tests/e2e/test_negotiation.py); FastMCP 1.30.0 asks anyway, and
+        # since this request's client declared elicitation, the round is still served.
+        result = (await client.call_tool("ask_city")).result
+        (key,) = result["inputRequests"]
+        done = await client.retry("ask_city", result["requestState"], {key: accept(city="Quito")})
+        assert done.text == "city=Quito"
