@@ -96,10 +96,9 @@ class Backend:
             raise
 
     async def refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
+        """Answer a server request the client must not see with an error (never a made-up answer:
+        a "decline" would claim the user said no); the backend decides what its call does next."""
         assert ctx.pooled is not None
-        if event.method == "elicitation/create":
-            await ctx.pooled.session.respond(event.id, result={"action": "decline"})
-            return
         await ctx.pooled.session.respond(event.id, error={"code": -32601, "message": f"{event.method}: {why}"})
 
     def answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:

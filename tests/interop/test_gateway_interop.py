@@ -276,3 +276,15 @@ async def test_expired_hold_cancels_the_elicitation_and_the_session_is_reused(
         (key,) = held["inputRequests"]
         late = await client.retry("ask_city", held["requestState"], {key: accept(city="x")})
         assert late.error["code"] == -32602
+
+
+async def test_a_kind_the_client_did_not_declare_is_never_sent_to_it(
+    gateway: GatewayHandle, http: aiohttp.ClientSession
+) -> None:
+    """FastMCP 1.30.0 elicits even when the session declared no elicitation; the gateway answers
+    it with an error upstream instead of forwarding it, and relays what the tool does next."""
+    reply = await BareClient(http, gateway.url()).call_tool("ask_city", capabilities={"sampling": {}})
+    result = reply.result
+    assert result["resultType"] == "complete"
+    assert result["isError"] is True
+    assert "elicitation/create" in str(result["content"])
