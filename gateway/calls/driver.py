@@ -190,9 +190,9 @@ class CallDriver:
                 pending = hold.pending.pop(key)
                 assert ctx.pooled is not None
                 await ctx.pooled.session.respond(pending.backend_id, result=answer)
-        except GatewayError:
+        except BaseException as exc:  # incl. a client disconnect: the hold must never stay claimed
             self._registry.remove(hold)
-            self._backend.discard(ctx)
+            self._backend.discard(ctx, cancel=cancel_reason(exc))
             raise
         if hold.pending:
             # The client answered only part of the round: ask again for what is missing.
@@ -220,7 +220,7 @@ class CallDriver:
         assert ctx.pooled is not None
         try:
             ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
-        except GatewayError:
+        except BaseException:
             self._registry.remove(hold)
             self._backend.discard(ctx)
             raise
