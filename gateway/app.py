@@ -28,6 +28,7 @@ from gateway.holds.registry import Hold, HoldRegistry
 from gateway.legacy.pool import SessionPool
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
+from gateway.replicas.auth import ForwardSigner
 from gateway.state.codec import KeyRing
 
 REAP_INTERVAL = 1.0
@@ -41,6 +42,7 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.READY] = {"routes": False}
     app[keys.ROUTES] = {}
     app[keys.LISTEN_HUBS] = ListenHubs()
+    app[keys.FORWARD_SIGNER] = ForwardSigner(settings.state_keys)
     app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
@@ -122,6 +124,7 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
         registry=registry,
         metrics=metrics,
         replica_id=settings.replica_id,
+        advertise_url=settings.config.replicas.advertise_url,
         state_ttl=settings.config.state.ttl,
     )
     driver_box.append(driver)

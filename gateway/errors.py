@@ -91,6 +91,17 @@ class HoldLost(GatewayError):
         super().__init__(data={"reason": reason}, reason=reason)
 
 
+class HoldElsewhere(HoldLost):
+    """The hold lives in another replica that can be reached at ``owner_url``: forward the retry.
+
+    Control flow between the driver and the front door; rendered as :class:`HoldLost` only if the
+    request cannot be forwarded."""
+
+    def __init__(self, owner_url: str) -> None:
+        super().__init__("owner_elsewhere")
+        self.owner_url = owner_url
+
+
 class InvalidRequestState(GatewayError):
     code = jsonrpc.INVALID_PARAMS
     message = "Invalid or expired requestState"

@@ -12,6 +12,7 @@ from gateway.config.load import Settings
 from gateway.holds.registry import HoldRegistry
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
+from gateway.replicas.auth import ForwardSigner
 
 if TYPE_CHECKING:  # the passthrough module reads these keys, so it cannot be imported here
     from gateway.frontdoor.legacy_passthrough import PassthroughSessions
@@ -25,3 +26,4 @@ HOLDS = web.AppKey("holds", HoldRegistry)
 READY = web.AppKey("ready", dict[str, bool])
 PASSTHROUGH: web.AppKey[PassthroughSessions] = web.AppKey("legacy_passthrough")
 LISTEN_HUBS = web.AppKey("listen_hubs", ListenHubs)
+FORWARD_SIGNER = web.AppKey("forward_signer", ForwardSigner)

@@ -29,6 +29,7 @@ ALL_CAPS: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": 
 class GatewayHandle:
     app: web.Application
     base: str
+    runner: web.AppRunner | None = None
 
     def url(self, path: str = "/mcp") -> str:
         return self.base + path
@@ -50,7 +51,7 @@ async def running_gateway(routes: list[dict[str, Any]], **config: Any) -> AsyncI
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield GatewayHandle(app, f"http://127.0.0.1:{port}")
+        yield GatewayHandle(app, f"http://127.0.0.1:{port}", runner)
     finally:
         await runner.cleanup()
 
@@ -140,3 +141,84 @@ def accept(**content: Any) -> dict[str, Any]:
 
 
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m", "stopReason": "endTurn"}
+
+
+@asynccontextmanager
+async def running_replicas(
+    count: int, routes: list[dict[str, Any]], **config: Any
+) -> AsyncIterator[list[GatewayHandle]]:
+    """``count`` gateway replicas sharing the key ring, each advertising its own address.
+
+    Each replica is stopped when the block ends; a test may stop one earlier with
+    ``await handle.runner.cleanup()`` (idempotent)."""
+    handles: list[GatewayHandle] = []
+    runners: list[web.AppRunner] = []
+    try:
+        for index in range(count):
+            port = _free_port()
+            data = {
+                "state": {"keys": [TEST_KEY]},
+                "replica_id": f"replica-{index}",
+                "listen": {"host": "127.0.0.1", "port": port},
+                "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
+                "routes": routes,
+                **config,
+            }
+            app = build_app(parse_config(data, env={}))
+            runner = web.AppRunner(app, access_log=None, shutdown_timeout=5, handler_cancellation=True)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            runners.append(runner)
+            handles.append(GatewayHandle(app, f"http://127.0.0.1:{port}", runner))
+        yield handles
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+_HOP = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+@asynccontextmanager
+async def round_robin(targets: list[str]) -> AsyncIterator[str]:
+    """A load balancer with no affinity: request n goes to ``targets[n % len(targets)]``.
+
+    Returns its base URL. Bodies and answers are streamed through unchanged."""
+    counter = itertools.count()
+    app = web.Application()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        target = targets[next(counter) % len(targets)]
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        body = await request.read()
+        async with (
+            aiohttp.ClientSession(auto_decompress=False) as http,
+            http.request(request.method, target + request.path_qs, headers=headers, data=body) as upstream,
+        ):
+            response = web.StreamResponse(
+                status=upstream.status,
+                headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP},
+            )
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()

@@ -21,6 +21,8 @@ class Caller:
 
     credential: str | None
     forward_headers: dict[str, str]
+    forwarded: bool = False
+    """The request came from another replica over the authenticated hop (never forwarded again)."""
 
 
 @dataclass(eq=False)

@@ -34,6 +34,7 @@ from gateway.calls.context import (
 )
 from gateway.errors import (
     GatewayError,
+    HoldElsewhere,
     HoldLost,
     InvalidParams,
     InvalidRequestState,
@@ -64,12 +65,14 @@ class CallDriver:
         metrics: Metrics,
         replica_id: str,
         state_ttl: float,
+        advertise_url: str | None = None,
     ) -> None:
         self._keyring = keyring
         self._registry = registry
         self._metrics = metrics
         self._replica = replica_id
         self._state_ttl = state_ttl
+        self._advertise_url = advertise_url
         self._backend = Backend(metrics)
 
     # -- entry point ------------------------------------------------------------------------
@@ -335,6 +338,7 @@ class CallDriver:
             hold_id=hold.id,
             round=hold.round,
             owner=self._replica,
+            extra={"owner_url": self._advertise_url} if self._advertise_url else {},
         )
         self._metrics.input_rounds.labels(route.name).inc()
         return {
@@ -384,6 +388,9 @@ class CallDriver:
         except StateError as exc:
             raise self._state_refused(route, exc.reason) from None
         if claims.owner != self._replica:
+            owner_url = claims.extra.get("owner_url")
+            if isinstance(owner_url, str) and not caller.forwarded:
+                raise HoldElsewhere(owner_url)
             self._metrics.state_rejections.labels("owner_elsewhere").inc()
             raise HoldLost("owner_unreachable")
         return claims

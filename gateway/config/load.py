@@ -21,6 +21,7 @@ from gateway.config.model import GatewayConfig, RouteConfig
 
 STATE_KEYS_ENV = "MRTR_GATEWAY_STATE_KEYS"
 REPLICA_ID_ENV = "MRTR_GATEWAY_REPLICA_ID"
+ADVERTISE_URL_ENV = "MRTR_GATEWAY_ADVERTISE_URL"
 
 
 class ConfigError(Exception):
@@ -66,6 +67,9 @@ def parse_config(data: Any, *, env: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ) if env is None else env
     if not isinstance(data, dict):
         raise ConfigError("(top level): the configuration must be a YAML mapping")
+    advertise = env.get(ADVERTISE_URL_ENV)
+    if advertise:
+        data = {**data, "replicas": {**(data.get("replicas") or {}), "advertise_url": advertise.strip()}}
     env_keys = env.get(STATE_KEYS_ENV)
     if env_keys:
         keys = [k.strip() for k in env_keys.split(",") if k.strip()]  # a Secret often ends in a newline

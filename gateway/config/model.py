@@ -153,6 +153,30 @@ class LoggingConfig(_Strict):
     json_logs: bool | None = Field(None, alias="json", description="JSON lines (default: when not a TTY).")
 
 
+class ReplicasConfig(_Strict):
+    """How replicas reach each other: a retry that lands on a replica that does not hold its call is
+    forwarded to the one that does (its address is sealed into the requestState)."""
+
+    advertise_url: str | None = Field(
+        None,
+        description=(
+            "Base URL other replicas use to reach this one, e.g. http://10.1.2.3:8080 (in Kubernetes: the pod "
+            "IP). Overridden by MRTR_GATEWAY_ADVERTISE_URL. Unset: retries that land on another replica fail "
+            "with -32012 (fine for a single replica)."
+        ),
+    )
+    forward_timeout: PositiveSeconds = Field(
+        5, description="Seconds to connect to the owning replica before the retry fails with -32012."
+    )
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"^https?://[^/\s]+/?$", url):
+            raise ValueError("must be a base URL like http://10.1.2.3:8080 (scheme, host, port; no path)")
+        return url.rstrip("/") if url else url
+
+
 class GatewayConfig(_Strict):
     """Top level of the YAML file."""
 
@@ -160,6 +184,7 @@ class GatewayConfig(_Strict):
     state: StateConfig = Field(default_factory=StateConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig)
     replica_id: str | None = Field(
         None,
         description="This replica's id, sealed into requestState (default: MRTR_GATEWAY_REPLICA_ID or hostname).",

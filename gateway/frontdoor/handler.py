@@ -18,13 +18,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway import keys
 from gateway.calls import Caller, RouteRuntime
-from gateway.errors import GatewayError, Overloaded, http_status_for
+from gateway.errors import GatewayError, HoldElsewhere, Overloaded, http_status_for
 from gateway.frontdoor import legacy_passthrough
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
 from gateway.frontdoor.headers import check_param_headers
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.pool import credential_digest
 from gateway.listen import Listener, acknowledged, stream_listener
+from gateway.replicas.auth import FORWARD_HEADER
+from gateway.replicas.forward import forward_to_owner
 
 log = structlog.get_logger("gateway.frontdoor")
 
@@ -58,13 +60,13 @@ def render_error(id_: Any, exc: GatewayError) -> web.Response:
     return _json_response(_jsonrpc(id_, error=exc.to_error()), http_status_for(exc.code), headers)
 
 
-def caller_of(request: web.Request, route: RouteRuntime) -> Caller:
+def caller_of(request: web.Request, route: RouteRuntime, *, forwarded: bool = False) -> Caller:
     backend = route.config.backend
     credential = request.headers.get("Authorization")
     forward = dict(backend.headers)
     if backend.forward_authorization and credential:
         forward["Authorization"] = credential
-    return Caller(credential=credential, forward_headers=forward)
+    return Caller(credential=credential, forward_headers=forward, forwarded=forwarded)
 
 
 def make_handler(path: str) -> Any:
@@ -76,13 +78,18 @@ def make_handler(path: str) -> Any:
         started = time.perf_counter()
         limit = settings.config.listen.max_body_bytes
         body = await request.content.read(limit + 1)
+        forwarded = FORWARD_HEADER in request.headers
+        if forwarded and not app[keys.FORWARD_SIGNER].verify(request.headers[FORWARD_HEADER], path, body):
+            metrics.rejections.labels("forward_signature").inc()
+            log.warning("forward_refused", route=route.name, reason="bad_signature")
+            return web.Response(status=403)
         if legacy_passthrough.claims(request, route):
             return await legacy_passthrough.serve(request, route, body if request.method == "POST" else None)
         outcome = classify(request.method, list(request.headers.items()), body, max_body_bytes=limit)
         method = outcome.method if isinstance(outcome, Accepted | NotificationAccepted) else "-"
         structlog.contextvars.bind_contextvars(route=route.name, rpc_method=method)
         try:
-            response = await _dispatch(request, route, outcome, body)
+            response = await _dispatch(request, route, outcome, body, forwarded=forwarded)
         finally:
             structlog.contextvars.unbind_contextvars("route", "rpc_method")
         elapsed = time.perf_counter() - started
@@ -104,6 +111,8 @@ async def _dispatch(
     route: RouteRuntime,
     outcome: Accepted | NotificationAccepted | LegacyHandshake | Rejection,
     body: bytes,
+    *,
+    forwarded: bool = False,
 ) -> web.StreamResponse:
     app = request.app
     metrics = app[keys.METRICS]
@@ -135,7 +144,7 @@ async def _dispatch(
         if "id" not in message:
             return web.Response(status=202)
         return _json_response(_jsonrpc(id_, error=error), 400)
-    return await _serve_modern(request, route, outcome)
+    return await _serve_modern(request, route, outcome, body, forwarded=forwarded)
 
 
 async def _check_param_headers(request: web.Request, route: RouteRuntime, outcome: Accepted) -> Rejection | None:
@@ -181,7 +190,9 @@ async def _serve_listen(request: web.Request, route: RouteRuntime, outcome: Acce
         await hubs.close_idle()
 
 
-async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Accepted) -> web.StreamResponse:
+async def _serve_modern(
+    request: web.Request, route: RouteRuntime, outcome: Accepted, body: bytes, *, forwarded: bool = False
+) -> web.StreamResponse:
     if outcome.method == "subscriptions/listen":
         return await _serve_listen(request, route, outcome)
     metrics = request.app[keys.METRICS]
@@ -199,7 +210,16 @@ async def _serve_modern(request: web.Request, route: RouteRuntime, outcome: Acce
     )
     try:
         try:
-            result = await driver.call(route, outcome, caller_of(request, route), stream.on_notification)
+            caller = caller_of(request, route, forwarded=forwarded)
+            result = await driver.call(route, outcome, caller, stream.on_notification)
+        except HoldElsewhere as elsewhere:
+            # Nothing was sent to the client yet: the owner answers it, through us.
+            forwarded_response = await forward_to_owner(request, route, body, elsewhere.owner_url)
+            if isinstance(forwarded_response, GatewayError):
+                metrics.requests.labels(route.name, outcome.method, "error:owner_unreachable").inc()
+                return render_error(outcome.id, forwarded_response)
+            metrics.requests.labels(route.name, outcome.method, "forwarded").inc()
+            return forwarded_response
         except GatewayError as exc:
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
             if exc.code not in (-32602, -32601):

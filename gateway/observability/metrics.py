@@ -20,6 +20,7 @@ class Metrics:
     input_rounds: Counter
     backend_sessions: Gauge
     backend_initializations: Counter
+    forwards: Counter
 
     @classmethod
     def create(cls) -> Metrics:
@@ -69,6 +70,12 @@ class Metrics:
             ),
             backend_sessions=Gauge(
                 "mrtr_gateway_backend_sessions", "Open backend sessions by route", ["route"], registry=r
+            ),
+            forwards=Counter(
+                "mrtr_gateway_forwards",
+                "Retries forwarded to the replica owning their hold, by outcome",
+                ["route", "outcome"],
+                registry=r,
             ),
             backend_initializations=Counter(
                 "mrtr_gateway_backend_initializations",
