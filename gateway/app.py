@@ -85,7 +85,7 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     for route in settings.routes:
         runtime = RouteRuntime(route, SessionPool(http, route, on_change=sessions_changed))
         app[keys.ROUTES][route.path] = runtime
-    app[keys.PASSTHROUGH] = PassthroughSessions()
+    app[keys.PASSTHROUGH] = PassthroughSessions(settings.state_keys)
     app[keys.READY]["routes"] = True
     reaper = asyncio.create_task(_reap_sessions(app), name="session-reaper")
     yield

@@ -6,13 +6,13 @@ So its exchanges are forwarded byte for byte to the backend and the answers (JSO
 streamed back chunk by chunk; server-to-client requests (elicitation, sampling, roots) reach the
 client inline on the POST's stream or the GET stream, and its answers go back the same way.
 
-Session ids. The client gets its own backend session, but never the backend's id: the gateway mints
-one on ``initialize`` and keeps gateway id → (route, backend id, last use) in
-:class:`PassthroughSessions`, in memory, bounded (least recently used out past ``MAX_SESSIONS``)
-and forgotten after the route's ``backend.session_idle``. Every later request swaps the ids. An
-unknown or forgotten id answers 404, which is what a legacy server says for an expired session, so
-the client re-initializes; a backend 404 for a mapped session, or a ``DELETE``, drops the mapping.
-A mapping only lives in the replica that minted it: a client moved to another replica starts over.
+Session ids. The client gets its own backend session, but never the backend's id: on
+``initialize`` the gateway seals the backend id (with a digest of the client's credential) into
+the id it returns (:class:`PassthroughSessions`), and opens it on every later request. Nothing is
+stored, so any replica serves any legacy session. An id that does not open, or opens for another
+route or credential, answers 404, which is what a legacy server says for an expired session, so
+the client re-initializes; the backend's own 404 (its session expired) reaches the client the same
+way.
 
 Failures. The backend not answering is never the client's fault: 502 with the JSON-RPC error
 -32010 "Backend unavailable" and ``data.reason`` from :class:`gateway.errors.BackendUnavailable`'s
@@ -29,17 +29,21 @@ there with -32022.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
-import secrets
+import os
+import re
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Final
 
 import aiohttp
 import structlog
 from aiohttp import web
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from mcp_types.jsonrpc import INVALID_REQUEST
 from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -49,11 +53,13 @@ from gateway import keys
 from gateway.calls import RouteRuntime
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import backend_errors
+from gateway.legacy.pool import credential_digest
 
 log = structlog.get_logger("gateway.frontdoor")
 
 SESSION_HEADER: Final = "Mcp-Session-Id"
-MAX_SESSIONS: Final = 10_000
+_SESSION_INFO: Final = b"mrtr-gateway/legacy-session/v1/aes-256-gcm"
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]+")
 DISCONNECT_POLL: Final = 1.0
 """Seconds between checks that the client is still there while a backend stream is silent."""
 
@@ -78,56 +84,55 @@ _NOT_RETURNED: Final = frozenset(
 _KNOWN_METHODS: Final = frozenset(method for method, _ in (*CLIENT_REQUESTS, *CLIENT_NOTIFICATIONS))
 
 
-@dataclass(slots=True)
-class _Entry:
-    route: str
-    backend_id: str
-    idle: float
-    last_used: float
-
-
 class PassthroughSessions:
-    """Gateway session id → backend session id; bounded, least recently used first out."""
+    """Gateway session ids for old clients: sealed references to backend sessions.
 
-    def __init__(self, max_size: int = MAX_SESSIONS, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._max_size = max_size
-        self._clock = clock
+    An id is ``s1.`` + base64url(nonce ‖ AES-256-GCM(backend session id, credential digest)), with
+    the route name in the associated data and a key derived from each state key (its own HKDF
+    label; the first key seals, every key opens). Nothing is stored: any replica serves any
+    session, nothing expires here (the backend's own 404 ends a session and the client
+    re-initializes), and an id only works on its route, for the credential that opened it.
+    """
+
+    PREFIX: Final = "s1."
+    MAX_LENGTH: Final = 2048
+
+    def __init__(self, secrets: Sequence[bytes]) -> None:
+        if not secrets:
+            raise ValueError("at least one key is needed to seal legacy session ids")
+        self._aeads = [
+            AESGCM(HKDF(algorithm=SHA256(), length=32, salt=None, info=_SESSION_INFO).derive(s)) for s in secrets
+        ]
         self.closing = False
         """Set on shutdown: open streams end at their next quiet moment (the client resumes elsewhere)."""
 
-    def __len__(self) -> int:
-        return len(self._entries)
+    def open(self, route: str, backend_id: str, credential: str | None) -> str:
+        nonce = os.urandom(12)
+        plain = json.dumps({"b": backend_id, "p": credential_digest(credential)}, separators=(",", ":")).encode()
+        sealed = self._aeads[0].encrypt(nonce, plain, b"s1|" + route.encode())
+        return self.PREFIX + base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode()
 
-    def open(self, route: str, backend_id: str, idle: float) -> str:
-        now = self._clock()
-        # Oldest first: drop idle entries from the front until one is still in use.
-        while self._entries:
-            oldest = next(iter(self._entries.values()))
-            if now - oldest.last_used <= oldest.idle:
-                break
-            self._entries.popitem(last=False)
-        gateway_id = secrets.token_urlsafe(24)
-        self._entries[gateway_id] = _Entry(route, backend_id, idle, now)
-        while len(self._entries) > self._max_size:
-            self._entries.popitem(last=False)
-        return gateway_id
-
-    def backend_id(self, gateway_id: str, route: str) -> str | None:
-        """The backend id behind ``gateway_id`` on ``route`` (and mark it used), or None."""
-        entry = self._entries.get(gateway_id)
-        if entry is None or entry.route != route:
+    def backend_id(self, gateway_id: str, route: str, credential: str | None) -> str | None:
+        """The backend session behind ``gateway_id`` for this route and credential, or None."""
+        if not gateway_id.startswith(self.PREFIX) or len(gateway_id) > self.MAX_LENGTH:
             return None
-        now = self._clock()
-        if now - entry.last_used > entry.idle:
-            del self._entries[gateway_id]
+        blob = gateway_id[len(self.PREFIX) :]
+        if not _B64URL.fullmatch(blob):
             return None
-        entry.last_used = now
-        self._entries.move_to_end(gateway_id)
-        return entry.backend_id
-
-    def close(self, gateway_id: str) -> None:
-        self._entries.pop(gateway_id, None)
+        raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
+        if len(raw) < 12 + 16:
+            return None
+        for aead in self._aeads:
+            try:
+                plain = aead.decrypt(raw[:12], raw[12:], b"s1|" + route.encode())
+            except InvalidTag:
+                continue
+            claims = json.loads(plain)
+            if claims.get("p") != credential_digest(credential):
+                return None
+            backend_id = claims.get("b")
+            return backend_id if isinstance(backend_id, str) else None
+        return None
 
 
 def claims(request: web.Request, route: RouteRuntime) -> bool:
@@ -142,7 +147,8 @@ def claims(request: web.Request, route: RouteRuntime) -> bool:
     gateway_id = request.headers.get(SESSION_HEADER)
     if gateway_id is None or route.config.backend.transport == "sse":
         return False
-    if request.method != "POST" or request.app[keys.PASSTHROUGH].backend_id(gateway_id, route.name) is not None:
+    known = request.app[keys.PASSTHROUGH].backend_id(gateway_id, route.name, request.headers.get("Authorization"))
+    if request.method != "POST" or known is not None:
         return True
     version = request.headers.get("MCP-Protocol-Version")
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
@@ -178,8 +184,9 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
 
     gateway_id = None if is_initialize else request.headers.get(SESSION_HEADER)
     backend_id = None
+    credential = request.headers.get("Authorization")
     if gateway_id is not None:
-        backend_id = sessions.backend_id(gateway_id, route.name)
+        backend_id = sessions.backend_id(gateway_id, route.name, credential)
         if backend_id is None:
             return _error(404, request_id, INVALID_REQUEST, "Session not found")
 
@@ -187,7 +194,6 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
     if body is None:
         headers.pop("Content-Type", None)
     headers.update(backend.headers)
-    credential = request.headers.get("Authorization")
     if backend.forward_authorization and credential:
         headers["Authorization"] = credential
     if backend_id is not None:
@@ -201,8 +207,6 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
             )
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         failure = _unavailable(exc)
-        if request.method == "DELETE" and gateway_id is not None:
-            sessions.close(gateway_id)
         app[keys.METRICS].backend_errors.labels(route.name, failure.reason).inc()
         log.warning(
             "legacy_passthrough_failed",
@@ -217,12 +221,10 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
         out = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)
         returned_id = upstream.headers.get(SESSION_HEADER)
         if gateway_id is not None:
-            if request.method == "DELETE" or upstream.status == 404:
-                sessions.close(gateway_id)
-            elif returned_id is not None:
+            if returned_id is not None:
                 out[SESSION_HEADER] = gateway_id
         elif is_initialize and returned_id and upstream.status == 200:
-            out[SESSION_HEADER] = sessions.open(route.name, returned_id, backend.session_idle)
+            out[SESSION_HEADER] = sessions.open(route.name, returned_id, credential)
         return await _relay(request, upstream, out)
     finally:
         upstream.release()
