@@ -52,16 +52,21 @@ class Backend:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    async def lease(self, route: RouteRuntime, caller: Caller, normalized: JsonObj) -> PooledSession:
+    async def lease(
+        self, route: RouteRuntime, caller: Caller, normalized: JsonObj, *, exclusive: bool
+    ) -> PooledSession:
         key = route.pool.key_for(caller.credential, normalized)
         try:
-            return await route.pool.lease(key, normalized, caller.forward_headers)
+            return await route.pool.lease(key, normalized, caller.forward_headers, exclusive=exclusive)
         except BackendUnavailable as exc:
             self._metrics.backend_errors.labels(route.name, exc.reason).inc()
             raise
 
-    async def begin(self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj) -> CallContext:
-        pooled = await self.lease(route, caller, normalized)
+    async def begin(
+        self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj, *, exclusive: bool
+    ) -> CallContext:
+        """Lease (exclusively for an interactive call) and send ``request``."""
+        pooled = await self.lease(route, caller, normalized, exclusive=exclusive)
         ctx = CallContext(
             route=route,
             pooled=pooled,
@@ -70,6 +75,7 @@ class Backend:
             headers=caller.forward_headers,
             backend_method=request.method,
             backend_params=results.legacy_params(request.params),
+            exclusive=exclusive,
         )
         try:
             ctx.exchange = await self.send(ctx, ctx.backend_method, ctx.backend_params)
@@ -81,12 +87,13 @@ class Backend:
     async def send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
         """Start ``method`` on the leased session, re-initializing once if the session expired."""
         assert ctx.pooled is not None
+        session = ctx.pooled.session
         try:
             try:
-                return await ctx.pooled.session.start(method, params, ctx.headers)
+                return await session.start(method, params, ctx.headers)
             except SessionExpired:
                 log.info("backend_session_expired", route=ctx.route.name)
-                await ctx.route.pool.reopen(ctx.pooled, ctx.normalized_caps, ctx.headers)
+                await ctx.route.pool.reopen(ctx.pooled, session, ctx.normalized_caps, ctx.headers)
                 try:
                     return await ctx.pooled.session.start(method, params, ctx.headers)
                 except SessionExpired:
@@ -143,18 +150,19 @@ class Backend:
             reusable = False  # the backend is still working on it: don't hand the session on
         else:
             cancel = None
-        pooled.session.attach(None)
+        if ctx.exclusive:
+            pooled.session.attach(None)
         if cancel is None:
             # The common case stays synchronous, so the next call on this key finds the session idle.
             if exchange is not None:
                 exchange.close_nowait()
-            ctx.route.pool.release(pooled, reusable=reusable)
+            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
             return
-        spawn(self._wind_down(ctx.route, pooled, exchange, reusable=reusable, cancel=cancel))
+        spawn(self._wind_down(ctx, pooled, exchange, reusable=reusable, cancel=cancel))
 
     async def _wind_down(
         self,
-        route: RouteRuntime,
+        ctx: CallContext,
         pooled: PooledSession,
         exchange: Exchange | None,
         *,
@@ -172,11 +180,11 @@ class Backend:
                     await pooled.session.notify(
                         "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
                     )
-                log.info("backend_call_cancelled", route=route.name, reason=cancel)
+                log.info("backend_call_cancelled", route=ctx.route.name, reason=cancel)
             if exchange is not None:
                 await exchange.aclose()
         finally:
-            route.pool.release(pooled, reusable=reusable)
+            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
 
     def discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
         self.release(ctx, reusable=False, cancel=cancel)

@@ -36,6 +36,7 @@ class CallContext:
     headers: dict[str, str]
     backend_method: str
     backend_params: JsonObj
+    exclusive: bool = True  # an interactive call's lease; plain calls share sessions
     reissue: bool = False  # url-mode hold: re-send the call after the client's consent
 
 

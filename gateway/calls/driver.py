@@ -131,17 +131,17 @@ class CallDriver:
 
     async def _discover(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
         normalized = caps.normalize(request.client_capabilities)
-        pooled = await self._backend.lease(route, caller, normalized)
+        pooled = await self._backend.lease(route, caller, normalized, exclusive=False)
         try:
             init = pooled.session.initialize_result
         finally:
-            route.pool.release(pooled)
+            route.pool.release(pooled, exclusive=False)
         cache = route.config.cache
         return results.discover_result(init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope)
 
     async def _plain(self, route: RouteRuntime, request: Accepted, caller: Caller) -> JsonObj:
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._backend.begin(route, request, caller, normalized)
+        ctx = await self._backend.begin(route, request, caller, normalized, exclusive=False)
         try:
             while True:
                 assert ctx.exchange is not None
@@ -162,7 +162,7 @@ class CallDriver:
         principal = principal_tag(caller.credential, self._keyring.salt)
         self._registry.admit(principal)
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._backend.begin(route, request, caller, normalized)
+        ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
         return await self._drive(ctx, request, caller, None, on_notification)
 
     async def _resume(

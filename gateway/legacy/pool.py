@@ -2,8 +2,9 @@
 
 Sessions are keyed by (digest of the client's credential, normalized client capabilities): a
 legacy session's capabilities and its backend-side identity are fixed at ``initialize``, so two
-requests may share a session only when both match. Every call leases a session exclusively, so
-anything the backend sends on it belongs to that call. Idle sessions are kept for reuse up to
+requests may share a session only when both match. An interactive call leases a session
+exclusively, so every server request that arrives on it belongs to that call; plain calls share
+sessions (their answers come on their own POST streams). Idle sessions are kept for reuse up to
 ``session_idle`` seconds and closed (``DELETE``) after; the total per route is bounded by
 ``max_sessions`` — past it, an idle session of another key is evicted, and if none is idle the
 caller gets :class:`~gateway.errors.Overloaded`.
@@ -45,6 +46,21 @@ class PooledSession:
     key: PoolKey
     session: LegacySession
     idle_since: float = field(default_factory=time.monotonic)
+    exclusive: bool = False
+    """Held by one interactive call: every server request on the session belongs to it."""
+    shared: int = 0
+    """Plain calls (lists, completion, discover) using it at the same time."""
+    doomed: bool = False
+    """Close it when the last user leaves (broken, or an abandoned call may still run on it)."""
+    reopening: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def in_use(self) -> bool:
+        return self.exclusive or self.shared > 0
+
+    @property
+    def usable(self) -> bool:
+        return not self.doomed and not self.session.broken
 
 
 class SessionPool:
@@ -59,27 +75,29 @@ class SessionPool:
     ) -> None:
         self._http = http
         self._route = route
-        self._idle: dict[PoolKey, list[PooledSession]] = {}
-        self._leased: set[PooledSession] = set()
+        self._sessions: dict[PoolKey, list[PooledSession]] = {}
         self._opening = 0
         self._lock = asyncio.Lock()
         self._on_change = on_change
         self.initializations = 0
 
+    def _all(self) -> list[PooledSession]:
+        return [p for sessions in self._sessions.values() for p in sessions]
+
     @property
     def size(self) -> int:
-        return len(self._leased) + sum(len(v) for v in self._idle.values()) + self._opening
+        return len(self._all()) + self._opening
 
     @property
     def leased_count(self) -> int:
-        return len(self._leased)
+        return sum(1 for p in self._all() if p.in_use)
 
     @property
     def idle_count(self) -> int:
-        return sum(len(v) for v in self._idle.values())
+        return sum(1 for p in self._all() if not p.in_use)
 
     def idle_sessions(self) -> list[PooledSession]:
-        return [p for sessions in self._idle.values() for p in sessions]
+        return [p for p in self._all() if not p.in_use]
 
     def _report(self) -> None:
         if self._on_change is not None:
@@ -88,42 +106,73 @@ class SessionPool:
     def key_for(self, credential: str | None, normalized_caps: JsonObj) -> PoolKey:
         return (credential_digest(credential), caps.cache_key(normalized_caps))
 
-    async def lease(self, key: PoolKey, normalized_caps: JsonObj, headers: dict[str, str]) -> PooledSession:
-        """An exclusive, open session for ``key`` (reused when one is idle)."""
+    async def lease(
+        self, key: PoolKey, normalized_caps: JsonObj, headers: dict[str, str], *, exclusive: bool = True
+    ) -> PooledSession:
+        """An open session for ``key``: exclusive for an interactive call, shared for a plain one.
+
+        A plain call may ride on any session of its key, even one an interactive call holds: its
+        answer comes on its own POST stream and it cannot be paused by server requests. An
+        interactive call needs a session no other interactive call holds.
+        """
         async with self._lock:
-            idle = self._idle.get(key, [])
-            while idle:
-                pooled = idle.pop()
-                if not pooled.session.broken:
-                    self._leased.add(pooled)
-                    return pooled
-                asyncio.create_task(pooled.session.close())  # noqa: RUF006 - best-effort DELETE
-            if self.size >= self._route.backend.max_sessions and not self._evict_one():
-                raise Overloaded("backend_sessions_exhausted", retry_after=1)
-            self._opening += 1
-        try:
-            pooled = PooledSession(key, await self._open(normalized_caps, headers))
-        finally:
-            self._opening -= 1
-        self._leased.add(pooled)
+            pooled = self._pick(key, exclusive=exclusive)
+            if pooled is None:
+                if self.size >= self._route.backend.max_sessions and not self._evict_one():
+                    raise Overloaded("backend_sessions_exhausted", retry_after=1)
+                self._opening += 1
+        if pooled is None:
+            try:
+                pooled = PooledSession(key, await self._open(normalized_caps, headers))
+            finally:
+                self._opening -= 1
+            self._sessions.setdefault(key, []).append(pooled)
+        if exclusive:
+            pooled.exclusive = True
+        else:
+            pooled.shared += 1
         self._report()
         return pooled
 
-    async def reopen(self, pooled: PooledSession, normalized_caps: JsonObj, headers: dict[str, str]) -> None:
-        """Replace an expired session (backend answered 404) in place, keeping the lease."""
-        old = pooled.session
-        pooled.session = await self._open(normalized_caps, headers)
-        asyncio.create_task(old.close())  # noqa: RUF006 - best-effort DELETE of a dead session
+    def _pick(self, key: PoolKey, *, exclusive: bool) -> PooledSession | None:
+        candidates = [p for p in self._sessions.get(key, []) if p.usable and not (exclusive and p.exclusive)]
+        if not candidates:
+            return None
+        # Prefer the least busy session; among idle ones, the most recently used (warm connections).
+        return min(candidates, key=lambda p: (p.exclusive, p.shared, -p.idle_since))
 
-    def release(self, pooled: PooledSession, *, reusable: bool = True) -> None:
-        self._leased.discard(pooled)
-        pooled.session.attach(None)
-        if reusable and not pooled.session.broken:
-            pooled.idle_since = time.monotonic()
-            self._idle.setdefault(pooled.key, []).append(pooled)
+    async def reopen(
+        self, pooled: PooledSession, expired: LegacySession, normalized_caps: JsonObj, headers: dict[str, str]
+    ) -> None:
+        """Replace an expired session (backend answered 404) in place, once, whoever notices first."""
+        async with pooled.reopening:
+            if pooled.session is not expired:
+                return  # another user of this shared session already replaced it
+            pooled.session = await self._open(normalized_caps, headers)
+        asyncio.create_task(expired.close())  # noqa: RUF006 - best-effort DELETE of a dead session
+
+    def release(self, pooled: PooledSession, *, reusable: bool = True, exclusive: bool = True) -> None:
+        if exclusive:
+            pooled.exclusive = False
+            pooled.session.attach(None)
         else:
-            asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
+            pooled.shared = max(pooled.shared - 1, 0)
+        if not reusable or pooled.session.broken:
+            pooled.doomed = True
+        if not pooled.in_use:
+            if pooled.doomed:
+                self._drop(pooled)
+            else:
+                pooled.idle_since = time.monotonic()
         self._report()
+
+    def _drop(self, pooled: PooledSession) -> None:
+        sessions = self._sessions.get(pooled.key, [])
+        if pooled in sessions:
+            sessions.remove(pooled)
+            if not sessions:
+                del self._sessions[pooled.key]
+            asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
         """A session outside the pool (a subscription listener) whose notifications go to ``sink``."""
@@ -161,43 +210,27 @@ class SessionPool:
         return session
 
     def _evict_one(self) -> bool:
-        oldest: PooledSession | None = None
-        for sessions in self._idle.values():
-            for pooled in sessions:
-                if oldest is None or pooled.idle_since < oldest.idle_since:
-                    oldest = pooled
-        if oldest is None:
+        idle = self.idle_sessions()
+        if not idle:
             return False
-        self._idle[oldest.key].remove(oldest)
-        asyncio.create_task(oldest.session.close())  # noqa: RUF006
+        self._drop(min(idle, key=lambda p: p.idle_since))
         return True
 
     def reap(self, now: float | None = None) -> int:
-        """Close sessions idle for longer than ``session_idle``; returns how many."""
+        """Close sessions idle for longer than ``session_idle`` (or broken); returns how many."""
         now = time.monotonic() if now is None else now
         limit = self._route.backend.session_idle
-        closed = 0
-        for key, sessions in list(self._idle.items()):
-            keep = []
-            for pooled in sessions:
-                if now - pooled.idle_since > limit or pooled.session.broken:
-                    asyncio.create_task(pooled.session.close())  # noqa: RUF006
-                    closed += 1
-                else:
-                    keep.append(pooled)
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
-        if closed:
+        doomed = [p for p in self.idle_sessions() if now - p.idle_since > limit or not p.usable]
+        for pooled in doomed:
+            self._drop(pooled)
+        if doomed:
             self._report()
-        return closed
+        return len(doomed)
 
     async def close(self) -> None:
-        """Close every session (idle and leased) with DELETE; used at shutdown."""
-        everything = [p for s in self._idle.values() for p in s] + list(self._leased)
-        self._idle.clear()
-        self._leased.clear()
+        """Close every session (idle and in use) with DELETE; used at shutdown."""
+        everything = self._all()
+        self._sessions.clear()
         with contextlib.suppress(Exception):
             await asyncio.gather(*(p.session.close() for p in everything), return_exceptions=True)
         self._report()
