@@ -29,6 +29,14 @@ class ListenConfig(_Strict):
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger bodies get HTTP 413."
     )
+    allowed_origins: list[str] | None = Field(
+        None,
+        description=(
+            "Browser origins allowed to call the gateway (e.g. https://app.example.com). A request whose Origin "
+            "header is not listed gets HTTP 403 (DNS-rebinding protection). Default: null, no Origin check; "
+            "requests without an Origin header (non-browser clients) are never refused by this."
+        ),
+    )
 
 
 class StateConfig(_Strict):

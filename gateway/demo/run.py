@@ -39,7 +39,8 @@ async def run_demo(port: int = 8080, walk: str | None = None) -> int:
     backend_runner, backend_url = await start_demo_backend()
     settings = parse_config(
         {
-            "listen": {"host": "127.0.0.1", "port": port},
+            # Loopback only, and no browser origin may call it (DNS-rebinding protection).
+            "listen": {"host": "127.0.0.1", "port": port, "allowed_origins": []},
             "state": {"keys": [generate_secret()]},
             "routes": [{"name": "demo", "path": "/mcp", "backend": {"url": backend_url, "timeout": 30}}],
         },

@@ -78,6 +78,12 @@ def make_handler(path: str) -> Any:
         started = time.perf_counter()
         limit = settings.config.listen.max_body_bytes
         body = await request.content.read(limit + 1)
+        origin = request.headers.get("Origin")
+        allowed = settings.config.listen.allowed_origins
+        if origin is not None and allowed is not None and origin not in allowed:
+            metrics.rejections.labels("origin").inc()
+            log.info("request_rejected", reason="origin", status=403)
+            return web.Response(status=403)
         forwarded = FORWARD_HEADER in request.headers
         if forwarded and not app[keys.FORWARD_SIGNER].verify(request.headers[FORWARD_HEADER], path, body):
             metrics.rejections.labels("forward_signature").inc()

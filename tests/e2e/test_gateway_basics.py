@@ -248,3 +248,16 @@ async def test_shutdown_deletes_backend_sessions(fake_backend: Backend, http: ai
         while not backend.deleted_sessions:
             await asyncio.sleep(0.01)
     assert len(backend.deleted_sessions) == 1
+
+
+async def test_origin_is_checked_when_allowed_origins_are_configured(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    listen = {"allowed_origins": ["https://app.example.com"]}
+    async with running_gateway([route("demo", "/mcp", url)], listen=listen) as gw:
+        client = BareClient(http, gw.url())
+        assert (await client.request("tools/list", headers={"Origin": "https://evil.example"})).status == 403
+        allowed = await client.request("tools/list", headers={"Origin": "https://app.example.com"})
+        assert allowed.result["resultType"] == "complete"
+        assert (await client.request("tools/list")).status == 200, "clients without Origin are not affected"
