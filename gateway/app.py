@@ -82,8 +82,12 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     def sessions_changed(route: str, size: int) -> None:
         metrics.backend_sessions.labels(route).set(size)
 
+    def session_initialized(route: str) -> None:
+        metrics.backend_initializations.labels(route).inc()
+
     for route in settings.routes:
-        runtime = RouteRuntime(route, SessionPool(http, route, on_change=sessions_changed))
+        pool = SessionPool(http, route, on_change=sessions_changed, on_initialize=session_initialized)
+        runtime = RouteRuntime(route, pool)
         app[keys.ROUTES][route.path] = runtime
     app[keys.PASSTHROUGH] = PassthroughSessions(settings.state_keys)
     app[keys.READY]["routes"] = True

@@ -72,8 +72,10 @@ class SessionPool:
         route: RouteConfig,
         *,
         on_change: Callable[[str, int], None] | None = None,
+        on_initialize: Callable[[str], None] | None = None,
     ) -> None:
         self._http = http
+        self._on_initialize = on_initialize
         self._route = route
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
         self._opening = 0
@@ -200,6 +202,8 @@ class SessionPool:
         )
         session.notification_sink = sink
         self.initializations += 1
+        if self._on_initialize is not None:
+            self._on_initialize(self._route.name)
         try:
             await session.open()
         except SessionExpired as exc:

@@ -237,6 +237,7 @@ async def test_health_ready_and_metrics(fake_backend: Backend, http: aiohttp.Cli
             text = await resp.text()
     assert 'mrtr_gateway_requests_total{method="tools/call",outcome="complete",route="demo"} 1.0' in text
     assert "mrtr_gateway_backend_sessions" in text
+    assert 'mrtr_gateway_backend_initializations_total{route="demo"} 1.0' in text
 
 
 async def test_shutdown_deletes_backend_sessions(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
