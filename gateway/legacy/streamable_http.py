@@ -50,6 +50,8 @@ class StreamableHttpSession(LegacySessionBase):
     def _init_transport(self) -> None:
         self._session_id: str | None = None
         self._get_task: asyncio.Task[None] | None = None
+        self._get_answered = asyncio.Event()
+        """Set once the backend has answered the standalone GET (stream open, 405, or failure)."""
 
     @property
     def session_id(self) -> str | None:
@@ -75,6 +77,11 @@ class StreamableHttpSession(LegacySessionBase):
         self._accept_initialize(final)
         await self.notify("notifications/initialized")
         self._get_task = asyncio.create_task(self._standalone_stream(), name="legacy-get-stream")
+        # Servers drop requests meant for the standalone stream while it is not open (mcp 1.x and
+        # the TypeScript SDK both send roots/list only there): do not start a call before it is.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(min(self._timeout, 5.0)):
+                await self._get_answered.wait()
 
     async def close(self) -> None:
         """Stop the GET stream and DELETE the session (best effort)."""
@@ -254,6 +261,7 @@ class StreamableHttpSession(LegacySessionBase):
                     headers={**self._headers(), "Accept": "text/event-stream"},
                     timeout=self._client_timeout(total=False),
                 ) as resp:
+                    self._get_answered.set()
                     if resp.status in (404,):
                         self._broken = True
                         return
@@ -268,5 +276,6 @@ class StreamableHttpSession(LegacySessionBase):
                 raise
             except Exception as exc:  # deny-on-error: a broken GET stream only loses unsolicited messages
                 log.debug("backend GET stream dropped", error=type(exc).__name__)
+            self._get_answered.set()  # never keep open() waiting on a stream that failed
             failures += 1
             await asyncio.sleep(min(0.2 * 2**failures, 5))
