@@ -97,9 +97,10 @@ class HoldElsewhere(HoldLost):
     Control flow between the driver and the front door; rendered as :class:`HoldLost` only if the
     request cannot be forwarded."""
 
-    def __init__(self, owner_url: str) -> None:
+    def __init__(self, owner_url: str, claims: Any = None) -> None:
         super().__init__("owner_elsewhere")
         self.owner_url = owner_url
+        self.claims = claims
 
 
 class InvalidRequestState(GatewayError):

@@ -37,6 +37,7 @@ class CallContext:
     backend_method: str
     backend_params: JsonObj
     exclusive: bool = True  # an interactive call's lease; plain calls share sessions
+    replayed: list[JsonObj] = field(default_factory=list)  # log entries answered by a replay
     reissue: bool = False  # url-mode hold: re-send the call after the client's consent
 
 

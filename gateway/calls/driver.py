@@ -14,6 +14,7 @@ Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -174,6 +175,11 @@ class CallDriver:
         on_notification: NotificationSink | None,
     ) -> JsonObj:
         claims = self._check_state(route, request, caller, token)
+        if claims.owner != self._replica:
+            owner_url = claims.extra.get("owner_url")
+            if isinstance(owner_url, str) and not caller.forwarded:
+                raise HoldElsewhere(owner_url, claims)  # the front door forwards the retry to the owner
+            return await self.replay_or_lost(route, request, caller, claims, on_notification)
         try:
             hold = self._registry.take(claims.hold_id, claims.round)
         except RefusedHold as exc:
@@ -193,6 +199,9 @@ class CallDriver:
                 pending = hold.pending.pop(key)
                 assert ctx.pooled is not None
                 await ctx.pooled.session.respond(pending.backend_id, result=answer)
+                for entry in hold.log:
+                    if entry["k"] == key:
+                        entry["r"] = answer
         except BaseException as exc:  # incl. a client disconnect: the hold must never stay claimed
             self._registry.remove(hold)
             self._backend.discard(ctx, cancel=cancel_reason(exc))
@@ -236,6 +245,7 @@ class CallDriver:
         caller: Caller,
         hold: Hold | None,
         on_notification: NotificationSink | None,
+        initial: list[ServerRequest] | None = None,
     ) -> JsonObj:
         """Read the exchange until it ends or needs input; then answer or hold."""
         route = ctx.route
@@ -243,7 +253,7 @@ class CallDriver:
         assert ctx.pooled is not None
         ctx.pooled.session.attach(ctx.exchange)
         try:
-            batch: list[ServerRequest] = []
+            batch: list[ServerRequest] = list(initial or [])
             while True:
                 if batch:
                     event = await ctx.exchange.poll(route.config.holds.batch_window)
@@ -276,6 +286,84 @@ class CallDriver:
             raise
         return self._hold_round(ctx, request, caller, hold, batch)
 
+    async def replay_or_lost(
+        self,
+        route: RouteRuntime,
+        request: Accepted,
+        caller: Caller,
+        claims: Claims,
+        on_notification: NotificationSink | None,
+    ) -> JsonObj:
+        """The retry's hold is gone with its replica: replay the call if the route allows, else -32012."""
+        entries = claims.extra.get("log")
+        if route.config.holds.on_lost != "replay" or not isinstance(entries, list):
+            self._metrics.state_rejections.labels("owner_elsewhere").inc()
+            raise HoldLost("owner_unreachable")
+        return await self._replay(route, request, caller, entries, on_notification)
+
+    async def _replay(
+        self,
+        route: RouteRuntime,
+        request: Accepted,
+        caller: Caller,
+        entries: list[Any],
+        on_notification: NotificationSink | None,
+    ) -> JsonObj:
+        """Run the call again on a fresh session, answering its server requests from the sealed log
+        (earlier rounds) and this retry's ``inputResponses`` (the round that was pending), in the
+        order they arrive; a request of another kind than recorded means the tool did not run the
+        same way, and the call is abandoned (-32012)."""
+        responses = request.params.get("inputResponses")
+        responses = responses if isinstance(responses, Mapping) else {}
+        plan: list[tuple[str, str, JsonObj | None]] = []
+        for entry in entries:
+            method, key = str(entry.get("m")), str(entry.get("k"))
+            answer = entry.get("r")
+            if answer is None and key in responses:
+                try:
+                    answer = inputs.check_response(method, responses[key])
+                except inputs.MalformedInputResponse as exc:
+                    raise InvalidParams(
+                        f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response"
+                    ) from None
+            plan.append((method, key, answer))
+        self._registry.admit(principal_tag(caller.credential, self._keyring.salt))
+        normalized = caps.normalize(request.client_capabilities)
+        ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
+        self._metrics.forwards.labels(route.name, "replayed").inc()
+        log.info("hold_replayed", route=route.name, answers=sum(1 for p in plan if p[2] is not None))
+        assert ctx.exchange is not None
+        assert ctx.pooled is not None
+        ctx.pooled.session.attach(ctx.exchange)
+        try:
+            for method, key, answer in plan:
+                event = await self._next_request_or_final(ctx, on_notification)
+                if isinstance(event, FinalResponse):
+                    return self._finish(ctx, request, event, reusable=True, retry=True)
+                if event.method != method:
+                    raise HoldLost("replay_diverged")
+                if answer is None:
+                    return await self._drive(ctx, request, caller, None, on_notification, initial=[event])
+                await ctx.pooled.session.respond(event.id, result=answer)
+                ctx.replayed.append({"m": method, "k": key, "r": answer})
+        except BaseException as exc:
+            if ctx.pooled is not None:
+                self._backend.discard(ctx, cancel=cancel_reason(exc) or "replay abandoned")
+            raise
+        return await self._drive(ctx, request, caller, None, on_notification)
+
+    async def _next_request_or_final(
+        self, ctx: CallContext, on_notification: NotificationSink | None
+    ) -> ServerRequest | FinalResponse:
+        assert ctx.exchange is not None
+        while True:
+            event = await ctx.exchange.next(ctx.route.config.backend.timeout)
+            if isinstance(event, ServerNotification):
+                if on_notification is not None:
+                    await on_notification(event)
+                continue
+            return event
+
     def _hold_round(
         self,
         ctx: CallContext,
@@ -303,6 +391,7 @@ class CallDriver:
             entry, elicitation_id = inputs.input_request(server_request.method, server_request.params)
             key = hold.next_key(inputs.input_key, server_request.method)
             hold.pending[key] = Pending(server_request.id, server_request.method, entry, elicitation_id)
+            hold.log.append({"m": server_request.method, "k": key, "r": None})
         return self._input_required(ctx, hold, request, caller)
 
     def _new_hold(self, ctx: CallContext, request: Accepted, caller: Caller) -> Hold:
@@ -318,6 +407,7 @@ class CallDriver:
             context=ctx,
             round=0,
             busy=True,
+            log=list(ctx.replayed),
         )
 
     def _input_required(self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller) -> JsonObj:
@@ -327,6 +417,7 @@ class CallDriver:
             self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + route.config.holds.ttl)
         now = int(time.time())
         ttl = int(min(self._state_ttl, route.config.holds.ttl))
+        extra: JsonObj = {"owner_url": self._advertise_url} if self._advertise_url else {}
         claims = Claims(
             iat=now,
             exp=now + max(ttl, 1),
@@ -338,13 +429,19 @@ class CallDriver:
             hold_id=hold.id,
             round=hold.round,
             owner=self._replica,
-            extra={"owner_url": self._advertise_url} if self._advertise_url else {},
+            extra=extra,
         )
+        token = None
+        if route.config.holds.on_lost == "replay" and not ctx.reissue:
+            try:
+                token = self._keyring.seal(dataclasses.replace(claims, extra={**extra, "log": hold.log}))
+            except ValueError:  # the answers do not fit in a token: this round cannot be replayed
+                log.info("replay_log_too_large", route=route.name, entries=len(hold.log))
         self._metrics.input_rounds.labels(route.name).inc()
         return {
             "resultType": "input_required",
             "inputRequests": {key: p.request for key, p in hold.pending.items()},
-            "requestState": self._keyring.seal(claims),
+            "requestState": token or self._keyring.seal(claims),
         }
 
     def _url_hold(
@@ -387,12 +484,6 @@ class CallDriver:
                         raise
         except StateError as exc:
             raise self._state_refused(route, exc.reason) from None
-        if claims.owner != self._replica:
-            owner_url = claims.extra.get("owner_url")
-            if isinstance(owner_url, str) and not caller.forwarded:
-                raise HoldElsewhere(owner_url)
-            self._metrics.state_rejections.labels("owner_elsewhere").inc()
-            raise HoldLost("owner_unreachable")
         return claims
 
     def _state_refused(self, route: RouteRuntime, reason: str) -> InvalidRequestState:

@@ -127,6 +127,14 @@ class HoldPolicy(_Strict):
             "requests arrive spread out (the round is still correct if one comes late: it becomes the next round)."
         ),
     )
+    on_lost: Literal["error", "replay"] = Field(
+        "error",
+        description=(
+            "When a retry's hold is gone (its replica died): 'error' answers -32012 and the client starts "
+            "over; 'replay' re-runs the call on a fresh backend session and answers the server's requests "
+            "from the answers sealed in the requestState. Only for routes whose tools are safe to run again."
+        ),
+    )
 
 
 class RouteConfig(_Strict):

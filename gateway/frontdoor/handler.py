@@ -214,18 +214,19 @@ async def _serve_modern(
         log_level=outcome.log_level,
         enabled=outcome.wants_sse,
     )
+    caller = caller_of(request, route, forwarded=forwarded)
     try:
         try:
-            caller = caller_of(request, route, forwarded=forwarded)
-            result = await driver.call(route, outcome, caller, stream.on_notification)
-        except HoldElsewhere as elsewhere:
-            # Nothing was sent to the client yet: the owner answers it, through us.
-            forwarded_response = await forward_to_owner(request, route, body, elsewhere.owner_url)
-            if isinstance(forwarded_response, GatewayError):
-                metrics.requests.labels(route.name, outcome.method, "error:owner_unreachable").inc()
-                return render_error(outcome.id, forwarded_response)
-            metrics.requests.labels(route.name, outcome.method, "forwarded").inc()
-            return forwarded_response
+            try:
+                result = await driver.call(route, outcome, caller, stream.on_notification)
+            except HoldElsewhere as elsewhere:
+                # Nothing was sent to the client yet: the owner answers it, through us.
+                forwarded_response = await forward_to_owner(request, route, body, elsewhere.owner_url)
+                if not isinstance(forwarded_response, GatewayError):
+                    metrics.requests.labels(route.name, outcome.method, "forwarded").inc()
+                    return forwarded_response
+                # The owner is gone: the route's policy decides (replay, or -32012).
+                result = await driver.replay_or_lost(route, outcome, caller, elsewhere.claims, stream.on_notification)
         except GatewayError as exc:
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
             if exc.code not in (-32602, -32601):

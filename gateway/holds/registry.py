@@ -51,6 +51,9 @@ class Hold:
     """Round of the currently outstanding requestState (0 until the first is sealed)."""
     counter: int = 0
     busy: bool = False
+    log: list[JsonObj] = field(default_factory=list)
+    """Every server request of the call in arrival order, ``{"m": method, "k": key, "r": answer}``
+    (``r`` None while unanswered): sealed into the state of routes that may replay a lost hold."""
 
     def next_key(self, prefix_fn: Callable[[str, int], str], method: str) -> str:
         self.counter += 1

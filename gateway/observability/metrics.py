@@ -73,7 +73,7 @@ class Metrics:
             ),
             forwards=Counter(
                 "mrtr_gateway_forwards",
-                "Retries forwarded to the replica owning their hold, by outcome",
+                "Retries forwarded to the replica owning their hold, or lost calls replayed here, by outcome",
                 ["route", "outcome"],
                 registry=r,
             ),

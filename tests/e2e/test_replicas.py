@@ -102,3 +102,56 @@ async def test_a_forged_forward_header_is_refused(fake_backend: Backend, http: a
         }
         async with http.post(a.url(), data=json.dumps(body), headers=headers) as resp:
             assert resp.status == 403
+
+
+REPLAY = {"holds": {"on_lost": "replay"}}
+
+
+async def test_replay_reruns_a_lost_call_with_the_pending_answer(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_replicas(2, [route("demo", "/mcp", url, **REPLAY)]) as (a, b):
+        first = (await BareClient(http, a.url()).call_tool("ask_two")).result
+        (k1,) = first["inputRequests"]
+        assert a.runner is not None
+        await a.runner.cleanup()  # the owner dies with the held call
+        via_b = BareClient(http, b.url())
+        second = (await via_b.retry("ask_two", first["requestState"], {k1: accept(name="Ada")})).result
+        assert second["resultType"] == "input_required", "replayed up to the next question, now held by b"
+        ((k2, asked),) = second["inputRequests"].items()
+        assert "Ada" in asked["params"]["message"]
+        done = await via_b.retry("ask_two", second["requestState"], {k2: accept(color="red")})
+        assert done.text == "name=Ada;color=red"
+        assert b.app[keys.METRICS].forwards.labels("demo", "replayed")._value.get() == 1
+
+
+async def test_replay_answers_earlier_rounds_from_the_sealed_log(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_replicas(2, [route("demo", "/mcp", url, **REPLAY)]) as (a, b):
+        on_a = BareClient(http, a.url())
+        first = (await on_a.call_tool("ask_two")).result
+        (k1,) = first["inputRequests"]
+        second = (await on_a.retry("ask_two", first["requestState"], {k1: accept(name="Eve")})).result
+        (k2,) = second["inputRequests"]
+        assert a.runner is not None
+        await a.runner.cleanup()
+        done = await BareClient(http, b.url()).retry("ask_two", second["requestState"], {k2: accept(color="blue")})
+    assert done.text == "name=Eve;color=blue", "the first answer came from the sealed log, the second from the retry"
+
+
+async def test_without_replay_a_lost_call_is_an_error_and_nothing_reruns(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_replicas(2, [route("demo", "/mcp", url)]) as (a, b):
+        first = (await BareClient(http, a.url()).call_tool("ask_city")).result
+        (key,) = first["inputRequests"]
+        assert a.runner is not None
+        await a.runner.cleanup()
+        reply = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
+        assert reply.error["code"] == -32012
+        assert b.app[keys.METRICS].forwards.labels("demo", "replayed")._value.get() == 0
+        assert len(b.app[keys.HOLDS]) == 0

@@ -60,3 +60,29 @@ async def test_many_concurrent_calls_across_replicas_keep_their_own_answers(lega
                     group.start_soon(one, ident)
         assert all(len(r.app[keys.HOLDS]) == 0 for r in replicas)
     assert results == {i: f"name=name{i};color=color{i}" for i in range(50)}
+
+
+async def test_a_call_whose_replica_dies_is_replayed_on_another(legacy_server: str) -> None:
+    """The owner replica is stopped while the user answers; the retry lands on the other replica,
+    which re-runs the FastMCP tool and answers its first question from the retry."""
+    import mcp_types as types
+
+    async with running_replicas(2, [route("legacy", "/mcp", legacy_server, holds={"on_lost": "replay"})]) as (a, b):
+        asked: list[str] = []
+
+        async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+            assert isinstance(params, types.ElicitRequestFormParams)
+            asked.append(params.message)
+            if len(asked) == 1:
+                assert a.runner is not None
+                await a.runner.cleanup()  # the replica holding the call goes away
+            (wanted,) = params.requested_schema["properties"]
+            return types.ElicitResult(action="accept", content={wanted: {"name": "Ann", "color": "teal"}[wanted]})
+
+        # The first request goes to a (which then holds the call); every later one to b.
+        async with round_robin([a.base] + [b.base] * 20) as balancer:
+            with anyio.fail_after(FLOW_TIMEOUT):
+                async with Client(balancer + "/mcp", mode="2026-07-28", elicitation_callback=elicit) as client:  # type: ignore[arg-type]
+                    assert text_of(await client.call_tool("ask_two", {})) == "name=Ann;color=teal"
+        assert asked == ["What is your name?", "Hello Ann, which color?"], "the user was never asked twice"
+        assert b.app[keys.METRICS].forwards.labels("legacy", "replayed")._value.get() == 1
