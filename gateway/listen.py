@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import structlog
 from aiohttp import web
 
 from gateway.errors import BackendUnavailable, GatewayError
+from gateway.frontdoor.stream import open_sse, sse_event
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification
 
 log = structlog.get_logger("gateway.listen")
@@ -171,22 +171,14 @@ class ListenHub:
 
 async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
     """Serve one listen stream: the acknowledgement first, then notifications, until either side ends."""
-    response = web.StreamResponse(
-        status=200,
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache, no-transform",
-            "X-Accel-Buffering": "no",
-        },
-    )
-    await response.prepare(request)
+    response = await open_sse(request)
     ack = {
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}, "notifications": listener.wants},
     }
     try:
-        await _write(response, ack)
+        await response.write(sse_event(ack))
         while True:
             try:
                 message = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_SECONDS)
@@ -195,7 +187,7 @@ async def stream_listener(request: web.Request, hub: ListenHub, listener: Listen
                 continue
             if message is None:
                 return response  # backend lost: end without a result so the client reconnects
-            await _write(response, message)
+            await response.write(sse_event(message))
             if "result" in message:
                 await response.write_eof()
                 return response
@@ -203,11 +195,6 @@ async def stream_listener(request: web.Request, hub: ListenHub, listener: Listen
         return response
     finally:
         await hub.remove(listener)
-
-
-async def _write(response: web.StreamResponse, message: dict[str, Any]) -> None:
-    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    await response.write(f"event: message\ndata: {data}\n\n".encode())
 
 
 class ListenHubs:

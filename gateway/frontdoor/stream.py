@@ -26,6 +26,30 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
 KEEPALIVE_SECONDS: Final = 15.0
 
 
+async def open_sse(request: web.Request) -> web.StreamResponse:
+    """Commit the response to ``text/event-stream`` (unbuffered by proxies)."""
+    response = web.StreamResponse(
+        status=200,
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache, no-transform",
+            "X-Accel-Buffering": "no",
+        },
+    )
+    await response.prepare(request)
+    return response
+
+
+def sse_event(message: dict[str, Any] | bytes) -> bytes:
+    """One SSE ``message`` event carrying a JSON-RPC message (already encoded, or a dict)."""
+    data = (
+        message
+        if isinstance(message, bytes)
+        else json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    )
+    return b"event: message\ndata: " + data + b"\n\n"
+
+
 def _level_rank(level: Any) -> int:
     return LOG_LEVELS.index(level) if level in LOG_LEVELS else 0
 
@@ -79,24 +103,15 @@ class ResponseStream:
 
     async def _commit(self) -> web.StreamResponse:
         if self._response is None:
-            response = web.StreamResponse(
-                status=200,
-                headers={
-                    "Content-Type": "text/event-stream",
-                    "Cache-Control": "no-cache, no-transform",
-                    "X-Accel-Buffering": "no",
-                },
-            )
-            await response.prepare(self._request)
+            response = await open_sse(self._request)
             self._response = response
             self._keepalive = asyncio.create_task(self._pinger(), name="sse-keepalive")
         return self._response
 
     async def _send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
         async with self._lock:
             response = await self._commit()
-            await response.write(f"event: message\ndata: {data}\n\n".encode())
+            await response.write(sse_event(message))
 
     async def _pinger(self) -> None:
         while True:
@@ -111,7 +126,7 @@ class ResponseStream:
         assert self._response is not None
         await self.stop_keepalive()
         async with self._lock:
-            await self._response.write(b"event: message\ndata: " + message + b"\n\n")
+            await self._response.write(sse_event(message))
             await self._response.write_eof()
         return self._response
 
