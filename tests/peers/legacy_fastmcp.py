@@ -28,6 +28,17 @@ import contextlib
 import weakref
 from typing import Any
 
+from contract import (
+    CITY_QUESTION,
+    CITY_SAMPLING_PROMPT,
+    KNOWN_NAMES,
+    NAME_QUESTION,
+    SUMMARY_PROMPT,
+    City,
+    Color,
+    Name,
+    color_question,
+)
 from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.lowlevel.server import NotificationOptions
@@ -41,29 +52,7 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
 )
-from pydantic import AnyUrl, BaseModel
-
-CITY_QUESTION = "Which city?"
-NAME_QUESTION = "What is your name?"
-SUMMARY_PROMPT = "Summarize: {text}"
-CITY_SAMPLING_PROMPT = "Say something about cities."
-KNOWN_NAMES = ("alice", "albert", "bob")
-
-
-class City(BaseModel):
-    city: str
-
-
-class Name(BaseModel):
-    name: str
-
-
-class Color(BaseModel):
-    color: str
-
-
-def color_question(name: str) -> str:
-    return f"Hello {name}, which color?"
+from pydantic import AnyUrl
 
 
 def _sampled_text(content: object) -> str:

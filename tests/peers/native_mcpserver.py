@@ -38,6 +38,17 @@ import argparse
 from typing import Annotated
 
 import anyio
+from contract import (
+    CITY_QUESTION,
+    CITY_SAMPLING_PROMPT,
+    KNOWN_NAMES,
+    NAME_QUESTION,
+    SUMMARY_PROMPT,
+    City,
+    Color,
+    Name,
+    color_question,
+)
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
@@ -59,29 +70,6 @@ from mcp_types import (
     SamplingMessage,
     TextContent,
 )
-from pydantic import BaseModel
-
-CITY_QUESTION = "Which city?"
-NAME_QUESTION = "What is your name?"
-SUMMARY_PROMPT = "Summarize: {text}"
-CITY_SAMPLING_PROMPT = "Say something about cities."
-KNOWN_NAMES = ("alice", "albert", "bob")
-
-
-class City(BaseModel):
-    city: str
-
-
-class Name(BaseModel):
-    name: str
-
-
-class Color(BaseModel):
-    color: str
-
-
-def color_question(name: str) -> str:
-    return f"Hello {name}, which color?"
 
 
 def _sampled_text(result: CreateMessageResult) -> str:

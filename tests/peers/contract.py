@@ -1,0 +1,29 @@
+"""What every test peer says, whichever SDK it is built on: the questions its tools ask and the
+shapes of the answers. The peers run as scripts in their own virtualenvs (``tests/peers`` is first
+on their path), so this module needs nothing but pydantic, which every SDK brings."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+CITY_QUESTION = "Which city?"
+NAME_QUESTION = "What is your name?"
+SUMMARY_PROMPT = "Summarize: {text}"
+CITY_SAMPLING_PROMPT = "Say something about cities."
+KNOWN_NAMES = ("alice", "albert", "bob")
+
+
+class City(BaseModel):
+    city: str
+
+
+class Name(BaseModel):
+    name: str
+
+
+class Color(BaseModel):
+    color: str
+
+
+def color_question(name: str) -> str:
+    return f"Hello {name}, which color?"
