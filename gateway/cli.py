@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from gateway.config import ConfigError, json_schema, load_config
+from gateway.config.model import BackendConfig
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -46,9 +48,15 @@ def _check_config(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"{args.file}: invalid configuration:\n{exc}", file=sys.stderr)
         return 1
-    routes = ", ".join(f"{r.name} ({r.path} → {r.backend.url})" for r in settings.routes)
+    routes = ", ".join(f"{r.name} ({r.path} → {_backend_label(r.backend)})" for r in settings.routes)
     print(f"{args.file}: OK — {len(settings.routes)} route(s): {routes}")
     return 0
+
+
+def _backend_label(backend: BackendConfig) -> str:
+    if backend.command is not None:
+        return "stdio: " + shlex.join(backend.command)
+    return str(backend.url)
 
 
 def _gen_key(args: argparse.Namespace) -> int:

@@ -40,6 +40,12 @@ def route(name: str, path: str, backend_url: str, **overrides: Any) -> dict[str,
     return {"name": name, "path": path, "backend": backend, **overrides}
 
 
+def stdio_route(name: str, path: str, command: list[str], **overrides: Any) -> dict[str, Any]:
+    """A route whose backend is a stdio server the gateway runs (``command`` is its argv)."""
+    backend = {"transport": "stdio", "command": command, "timeout": 10, **overrides.pop("backend", {})}
+    return {"name": name, "path": path, "backend": backend, **overrides}
+
+
 @asynccontextmanager
 async def running_gateway(routes: list[dict[str, Any]], **config: Any) -> AsyncIterator[GatewayHandle]:
     data = {"state": {"keys": [TEST_KEY]}, "replica_id": "test-replica", "routes": routes, **config}

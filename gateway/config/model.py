@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class _Strict(BaseModel):
@@ -82,34 +82,102 @@ class CacheHints(_Strict):
 class BackendConfig(_Strict):
     """The legacy MCP server behind a route."""
 
-    url: str = Field(description="The legacy server's MCP endpoint (streamable HTTP) or SSE URL (sse).")
-    transport: Literal["streamable-http", "sse"] = Field(
+    # transport comes first: the checks of url, command, env, cwd and headers depend on it, and
+    # pydantic validates fields in declaration order (info.data holds the fields validated so far).
+    transport: Literal["streamable-http", "sse", "stdio"] = Field(
         "streamable-http",
-        description="Legacy transport: 'streamable-http' (2025-03-26 and later) or 'sse' (the 2024-11-05 HTTP+SSE "
-        "transport; url is then the SSE stream's URL).",
+        description="Legacy transport: 'streamable-http' (2025-03-26 and later), 'sse' (the 2024-11-05 HTTP+SSE "
+        "transport; url is then the SSE stream's URL) or 'stdio' (the gateway runs `command`, one child process "
+        "per backend session, and speaks newline-delimited JSON-RPC on its stdin/stdout).",
+    )
+    url: str | None = Field(
+        None,
+        validate_default=True,
+        description="The legacy server's MCP endpoint (streamable-http) or SSE URL (sse). Required for those "
+        "transports; not allowed for stdio.",
+    )
+    command: list[str] | None = Field(
+        None,
+        validate_default=True,
+        min_length=1,
+        description='stdio only, and required there: the server\'s argv, e.g. ["python", "server.py"]. The '
+        "program is looked up on PATH; no shell is involved.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="stdio only: environment variables of the server process, added to a minimal environment "
+        "inherited from the gateway (PATH, HOME, LANG).",
+    )
+    cwd: str | None = Field(
+        None, description="stdio only: working directory of the server process. Default: the gateway's."
     )
     timeout: PositiveSeconds = Field(
         30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
     )
-    connect_timeout: PositiveSeconds = Field(5, description="Seconds to establish a TCP connection.")
+    connect_timeout: PositiveSeconds = Field(
+        5, description="Seconds to establish a TCP connection (stdio: to start the server process)."
+    )
     protocol_version: Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] | None = Field(
         None, description="Pin the handshake revision offered to the backend. Default: the newest."
     )
     headers: dict[str, str] = Field(
-        default_factory=dict, description="Extra headers sent on every backend request (e.g. an API key)."
+        default_factory=dict,
+        description="Extra headers sent on every backend request (e.g. an API key). Not allowed for stdio.",
     )
-    forward_authorization: bool = Field(True, description="Forward the client's Authorization header to the backend.")
-    max_sessions: int = Field(256, ge=1, description="Upper bound on open backend sessions for this route.")
+    forward_authorization: bool = Field(
+        True, description="Forward the client's Authorization header to the backend (no effect for stdio)."
+    )
+    max_sessions: int = Field(
+        256, ge=1, description="Upper bound on open backend sessions for this route (stdio: server processes)."
+    )
     session_idle: PositiveSeconds = Field(
-        300, description="Seconds an unused backend session is kept before it is closed (DELETE)."
+        300,
+        description="Seconds an unused backend session is kept before it is closed (DELETE; stdio: the process "
+        "is stopped).",
     )
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, url: str) -> str:
+    def _url_for_transport(cls, url: str | None, info: ValidationInfo) -> str | None:
+        transport = info.data.get("transport")  # absent when transport itself is invalid
+        if url is None:
+            if transport in ("streamable-http", "sse"):
+                raise ValueError(f"required when transport is {transport}")
+            return url
+        if transport == "stdio":
+            raise ValueError("not allowed when transport is stdio (the server is run from `command`)")
         if not re.match(r"^https?://[^/\s]+", url):
             raise ValueError("must be an absolute http:// or https:// URL")
         return url
+
+    @field_validator("command")
+    @classmethod
+    def _command_for_transport(cls, command: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        transport = info.data.get("transport")
+        if command is None:
+            if transport == "stdio":
+                raise ValueError("required when transport is stdio (the server's argv)")
+            return command
+        if transport is not None and transport != "stdio":
+            raise ValueError("only allowed when transport is stdio")
+        if not command[0].strip():
+            raise ValueError("the first item (the program to run) must not be empty")
+        return command
+
+    @field_validator("env", "cwd")
+    @classmethod
+    def _stdio_only(cls, value: dict[str, str] | str | None, info: ValidationInfo) -> dict[str, str] | str | None:
+        transport = info.data.get("transport")
+        if value and transport is not None and transport != "stdio":
+            raise ValueError("only allowed when transport is stdio")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _http_only(cls, headers: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if headers and info.data.get("transport") == "stdio":
+            raise ValueError("not allowed when transport is stdio (there is no HTTP request to carry them)")
+        return headers
 
 
 class HoldPolicy(_Strict):

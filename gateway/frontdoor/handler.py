@@ -31,6 +31,7 @@ from gateway.replicas.forward import forward_to_owner
 log = structlog.get_logger("gateway.frontdoor")
 
 _HOP_HEADERS = {"authorization"}
+_TRANSPORT_NAMES = {"sse": "2024-11-05 HTTP+SSE", "stdio": "stdio"}
 
 
 def _jsonrpc(id_: Any, *, result: Any = None, error: Any = None) -> bytes:
@@ -131,9 +132,11 @@ async def _dispatch(
         metrics.requests.labels(route.name, outcome.method, "notification").inc()
         return web.Response(status=202)
     if isinstance(outcome, LegacyHandshake):
-        if route.config.backend.transport != "sse":
+        transport = route.config.backend.transport
+        if transport == "streamable-http":
             return await legacy_passthrough.forward(request, route, body)
-        # The 2024-11-05 HTTP+SSE wire cannot be passed through exchange by exchange.
+        # Neither the 2024-11-05 HTTP+SSE wire nor a stdio process can be passed through exchange by
+        # exchange.
         metrics.rejections.labels("handshake_era").inc()
         message = outcome.message
         requested = request.headers.get("MCP-Protocol-Version")
@@ -142,7 +145,7 @@ async def _dispatch(
             requested = params.get("protocolVersion")
         error = {
             "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": "Unsupported protocol version: this route's backend uses the 2024-11-05 HTTP+SSE "
+            "message": f"Unsupported protocol version: this route's backend uses the {_TRANSPORT_NAMES[transport]} "
             "transport, which handshake-era clients cannot be passed through to; use 2026-07-28",
             "data": {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
         }

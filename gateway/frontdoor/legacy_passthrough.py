@@ -20,10 +20,10 @@ vocabulary. Connecting is bounded by the route's ``connect_timeout`` and the ans
 ``timeout``; a body, once it flows, has no deadline (an SSE stream may idle for minutes while a user
 thinks), but a client that went away ends it.
 
-Not covered: routes whose backend speaks the 2024-11-05 HTTP+SSE transport (``transport: sse``).
-That wire (one GET stream announcing a POST endpoint, every answer on the stream) does not map one
-exchange to one exchange onto streamable HTTP, so the front door refuses handshake-era clients
-there with -32022.
+Not covered: routes whose backend speaks the 2024-11-05 HTTP+SSE transport (``transport: sse``)
+or stdio (``transport: stdio``). Neither wire (one GET stream announcing a POST endpoint, every
+answer on the stream; a child process's pipes) maps one exchange to one exchange onto streamable
+HTTP, so the front door refuses handshake-era clients there with -32022.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def claims(request: web.Request, route: RouteRuntime) -> bool:
     path, which ignores the header as the spec says.
     """
     gateway_id = request.headers.get(SESSION_HEADER)
-    if gateway_id is None or route.config.backend.transport == "sse":
+    if gateway_id is None or route.config.backend.transport != "streamable-http":
         return False
     known = request.app[keys.PASSTHROUGH].backend_id(gateway_id, route.name, request.headers.get("Authorization"))
     if request.method != "POST" or known is not None:
@@ -176,6 +176,7 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
     """Forward one handshake-era exchange to the route's backend and stream the answer back."""
     app = request.app
     backend = route.config.backend
+    assert backend.url is not None  # only streamable-http routes are passed through
     sessions = app[keys.PASSTHROUGH]
     label, request_id, is_initialize = _peek(request.method, body)
     app[keys.METRICS].requests.labels(route.name, label, "legacy_passthrough").inc()

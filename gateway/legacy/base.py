@@ -1,13 +1,15 @@
-"""What every handshake-era HTTP transport shares: the session state, the ``initialize`` check, and
-how one backend message is routed.
+"""What every handshake-era transport shares: the session state, the ``initialize`` check, and how
+one backend message is routed.
 
 :class:`LegacySessionBase` holds what a session is regardless of how bytes travel - offered and
 negotiated revision, ``initialize`` result, broken flag, the attached (leased) exchange - and
 :meth:`LegacySessionBase._dispatch`, the one place that decides where a backend message goes: a
 response to the exchange it answers, a server request to the exchange it belongs to (or to the
 lease holder), ``ping`` answered on the spot, notifications to the exchange and to the
-``notification_sink``. Streamable HTTP (:mod:`gateway.legacy.streamable_http`) and HTTP+SSE
-(:mod:`gateway.legacy.http_sse`) differ only in which exchange they pass in.
+``notification_sink``. Streamable HTTP (:mod:`gateway.legacy.streamable_http`), HTTP+SSE
+(:mod:`gateway.legacy.http_sse`) and stdio (:mod:`gateway.legacy.stdio`) differ only in which
+exchange they pass in. :class:`HttpSessionBase` adds what the two HTTP transports share (client,
+URL, headers, timeouts).
 
 Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
 :class:`~gateway.errors.BackendUnavailable` in :func:`backend_errors`, the only place that knows
@@ -90,23 +92,17 @@ async def sse_events(resp: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:
 
 
 class LegacySessionBase(abc.ABC):
-    """State and message routing shared by the handshake-era HTTP transports."""
+    """State and message routing shared by every handshake-era transport (HTTP or stdio)."""
 
     def __init__(
         self,
-        http: aiohttp.ClientSession,
-        url: str,
         *,
         capabilities: JsonObj,
-        headers: dict[str, str],
         timeout: float,
         connect_timeout: float,
         offer_version: str | None = None,
     ) -> None:
-        self._http = http
-        self._url = url
         self._capabilities = capabilities
-        self._base_headers = dict(headers)
         self._timeout = timeout
         self._connect_timeout = connect_timeout
         self._offer = offer_version or LATEST_HANDSHAKE_VERSION
@@ -184,11 +180,6 @@ class LegacySessionBase(abc.ABC):
         self._version = str(version)
         self._init_result = final.result
 
-    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
-        if total:
-            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
-        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)
-
     async def _dispatch(self, message: JsonObj, exchange: Exchange | None) -> None:
         """Route one backend message: our response, a server request, or a notification."""
         if "method" in message:
@@ -224,3 +215,30 @@ class LegacySessionBase(abc.ABC):
             return
         if exchange is not None and message.get("id") == exchange.request_id:
             exchange.push(final_response(message))
+
+
+class HttpSessionBase(LegacySessionBase):
+    """What the two HTTP transports add: the shared client, the backend URL, the headers sent."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        *,
+        capabilities: JsonObj,
+        headers: dict[str, str],
+        timeout: float,
+        connect_timeout: float,
+        offer_version: str | None = None,
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._base_headers = dict(headers)
+        super().__init__(
+            capabilities=capabilities, timeout=timeout, connect_timeout=connect_timeout, offer_version=offer_version
+        )
+
+    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
+        if total:
+            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
+        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)

@@ -33,7 +33,7 @@ import structlog
 from yarl import URL
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import LegacySessionBase, backend_errors, jsonrpc_messages, sse_events
+from gateway.legacy.base import HttpSessionBase, backend_errors, jsonrpc_messages, sse_events
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, SessionExpired
 
 log = structlog.get_logger("gateway.legacy")
@@ -56,7 +56,7 @@ def resolve_endpoint(sse_url: str, data: str) -> URL:
     return target
 
 
-class HttpSseSession(LegacySessionBase):
+class HttpSseSession(HttpSessionBase):
     """One handshake-era session on an HTTP+SSE (2024-11-05) backend."""
 
     def _init_transport(self) -> None:

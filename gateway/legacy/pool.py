@@ -5,9 +5,9 @@ legacy session's capabilities and its backend-side identity are fixed at ``initi
 requests may share a session only when both match. An interactive call leases a session
 exclusively, so every server request that arrives on it belongs to that call; plain calls share
 sessions (their answers come on their own POST streams). Idle sessions are kept for reuse up to
-``session_idle`` seconds and closed (``DELETE``) after; the total per route is bounded by
-``max_sessions`` — past it, an idle session of another key is evicted, and if none is idle the
-caller gets :class:`~gateway.errors.Overloaded`.
+``session_idle`` seconds and closed after (``DELETE``; a stdio server's process is stopped); the
+total per route is bounded by ``max_sessions`` — past it, an idle session of another key is
+evicted, and if none is idle the caller gets :class:`~gateway.errors.Overloaded`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
+from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
 
 PoolKey = tuple[str, str]
-LegacySession = StreamableHttpSession | HttpSseSession
+LegacySession = StreamableHttpSession | HttpSseSession | StdioSession
 
 
 def credential_digest(credential: str | None) -> str:
@@ -187,19 +188,7 @@ class SessionPool:
         *,
         sink: asyncio.Queue[ServerNotification] | None = None,
     ) -> LegacySession:
-        backend = self._route.backend
-        offer = backend.protocol_version
-        factory: type[StreamableHttpSession] | type[HttpSseSession]
-        factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
-        session = factory(
-            self._http,
-            backend.url,
-            capabilities=caps.to_legacy(normalized_caps, offer or "2025-11-25"),
-            headers=headers,
-            timeout=backend.timeout,
-            connect_timeout=backend.connect_timeout,
-            offer_version=offer,
-        )
+        session = self._new_session(normalized_caps, headers)
         session.notification_sink = sink
         self.initializations += 1
         if self._on_initialize is not None:
@@ -212,6 +201,35 @@ class SessionPool:
             await session.close()
             raise
         return session
+
+    def _new_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
+        """An unopened session of the route's transport (stdio: one process, no headers to send)."""
+        backend = self._route.backend
+        offer = backend.protocol_version
+        legacy_caps = caps.to_legacy(normalized_caps, offer or "2025-11-25")
+        if backend.transport == "stdio":
+            assert backend.command is not None  # the config requires it for stdio
+            return StdioSession(
+                backend.command,
+                env=backend.env,
+                cwd=backend.cwd,
+                capabilities=legacy_caps,
+                timeout=backend.timeout,
+                connect_timeout=backend.connect_timeout,
+                offer_version=offer,
+            )
+        assert backend.url is not None  # the config requires it for HTTP transports
+        factory: type[StreamableHttpSession] | type[HttpSseSession]
+        factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
+        return factory(
+            self._http,
+            backend.url,
+            capabilities=legacy_caps,
+            headers=headers,
+            timeout=backend.timeout,
+            connect_timeout=backend.connect_timeout,
+            offer_version=offer,
+        )
 
     def _evict_one(self) -> bool:
         idle = self.idle_sessions()

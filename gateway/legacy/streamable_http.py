@@ -25,7 +25,7 @@ from mcp_types.version import is_version_at_least
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import (
-    LegacySessionBase,
+    HttpSessionBase,
     backend_errors,
     final_response,
     jsonrpc_messages,
@@ -44,7 +44,7 @@ _MAX_JSON_BYTES = 32 * 1024 * 1024
 _RESUME_ATTEMPTS = 3
 
 
-class StreamableHttpSession(LegacySessionBase):
+class StreamableHttpSession(HttpSessionBase):
     """One handshake-era session on a streamable-HTTP backend."""
 
     def _init_transport(self) -> None:

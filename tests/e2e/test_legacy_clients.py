@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from harness import BareClient, route, running_gateway
+from harness import BareClient, route, running_gateway, stdio_route
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -276,15 +276,27 @@ async def test_backend_down_answers_502_backend_unavailable_quickly(http: aiohtt
     assert time.monotonic() - started < 2
 
 
-async def test_sse_transport_routes_still_refuse_handshake_era_clients(http: aiohttp.ClientSession) -> None:
-    sse_route = route("old", "/mcp", closed_port_url(), backend={"transport": "sse"})
-    async with running_gateway([sse_route]) as gw:
+@pytest.mark.parametrize("transport", ["sse", "stdio"])
+async def test_sse_and_stdio_routes_still_refuse_handshake_era_clients(
+    http: aiohttp.ClientSession, transport: str
+) -> None:
+    if transport == "sse":
+        old_route = route("old", "/mcp", closed_port_url(), backend={"transport": "sse"})
+    else:
+        old_route = stdio_route("old", "/mcp", ["mrtr-no-such-stdio-server"])
+    async with running_gateway([old_route]) as gw:
         wire = LegacyWire(http, gw.url())
         async with wire.post(wire.message("initialize", {"protocolVersion": VERSION, "capabilities": {}})) as resp:
             assert resp.status == 400
             error = (await resp.json())["error"]
+        # A session id never routes an old client's message to a passthrough that cannot exist here.
+        headers = {"Mcp-Session-Id": "s1.whatever", "MCP-Protocol-Version": VERSION}
+        async with wire.post(wire.message("tools/list", {}), **headers) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error"]["code"] == -32022
     assert error["code"] == -32022
-    assert "2024-11-05 HTTP+SSE" in error["message"]
+    expected = "2024-11-05 HTTP+SSE" if transport == "sse" else "the stdio transport"
+    assert expected in error["message"]
 
 
 KEYS = (b"k" * 32, b"j" * 32)

@@ -4,9 +4,12 @@ Run it with the legacy interpreter (it cannot import next to ``mcp==2.3.0``)::
 
     .venv-legacy/bin/python tests/peers/legacy_fastmcp.py --port N \
         [--transport streamable-http|sse] [--json-response] [--stateless] [--log-level LEVEL]
+    .venv-legacy/bin/python tests/peers/legacy_fastmcp.py --transport stdio [--log-level LEVEL]
 
 It binds 127.0.0.1 and prints nothing the caller needs; fixtures poll the port. Streamable HTTP
 serves ``/mcp``; ``--transport sse`` serves the 2024-11-05 transport at ``/sse`` (+ ``/messages/``).
+``--transport stdio`` serves one session on stdin/stdout (logs go to stderr) and needs no port;
+every server request then travels on stdout, and ``whoami`` answers "unknown".
 
 The tool names and their result strings are a contract shared with ``native_mcpserver.py`` so
 one client flow can be asserted against both peers. Every server-to-client request here is the
@@ -265,14 +268,17 @@ def _add_change_notifications(mcp: FastMCP) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--transport", choices=("streamable-http", "sse"), default="streamable-http")
+    parser.add_argument("--port", type=int, help="required for the HTTP transports; ignored for stdio")
+    parser.add_argument("--transport", choices=("streamable-http", "sse", "stdio"), default="streamable-http")
     parser.add_argument("--json-response", action="store_true")
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     args = parser.parse_args(argv)
+    if args.port is None and args.transport != "stdio":
+        parser.error(f"--port is required for --transport {args.transport}")
     mcp = build_server(json_response=args.json_response, stateless=args.stateless, log_level=args.log_level)
-    mcp.settings.port = args.port
+    if args.port is not None:
+        mcp.settings.port = args.port
     mcp.run(transport=args.transport)
 
 

@@ -56,6 +56,19 @@ def test_check_config_accepts_the_example() -> None:
     assert "local-fastmcp (/mcp → http://127.0.0.1:8000/mcp)" in result.stdout
 
 
+def test_check_config_shows_a_stdio_route_by_its_command(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        "state:\n  keys: [" + "k" * 32 + "]\n"
+        "routes:\n  - name: local\n    path: /mcp\n    backend:\n      transport: stdio\n"
+        "      command: [python, -m, 'my server']\n",
+        encoding="utf-8",
+    )
+    result = run_cli("check-config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "local (/mcp → stdio: python -m 'my server')" in result.stdout
+
+
 def test_check_config_refuses_a_bad_file_naming_the_yaml_path(bad_config: Path) -> None:
     result = run_cli("check-config", str(bad_config))
     assert result.returncode == 1

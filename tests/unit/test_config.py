@@ -144,12 +144,62 @@ def test_empty_routes_is_refused() -> None:
 
 
 def test_every_problem_is_reported_one_per_line() -> None:
-    message = config_error(minimal(listen={"port": 70000}, routes=[route(url="nope", transport="stdio")]))
+    message = config_error(minimal(listen={"port": 70000}, routes=[route(url="nope", transport="carrier-pigeon")]))
     lines = message.splitlines()
     assert [line.split(":", 1)[0] for line in lines] == [
         "listen.port",
-        "routes[0].backend.url",
         "routes[0].backend.transport",
+        "routes[0].backend.url",
+    ]
+
+
+# --- backend transports and the options each one takes -----------------------------------------
+
+
+def stdio_route(**backend: Any) -> dict[str, Any]:
+    return {"name": "local", "path": "/mcp", "backend": {"transport": "stdio", "command": ["server"], **backend}}
+
+
+def test_a_stdio_backend_takes_command_env_and_cwd() -> None:
+    data = minimal(routes=[stdio_route(command=["uvx", "some-server"], env={"TOKEN": "t"}, cwd="/srv")])
+    backend = parse_config(data, env={}).routes[0].backend
+    assert (backend.transport, backend.url) == ("stdio", None)
+    assert (backend.command, backend.env, backend.cwd) == (["uvx", "some-server"], {"TOKEN": "t"}, "/srv")
+
+
+def test_a_stdio_backend_needs_a_command() -> None:
+    data = minimal(routes=[route(), {"name": "b", "path": "/b", "backend": {"transport": "stdio"}}])
+    assert config_error(data) == "routes[1].backend.command: required when transport is stdio (the server's argv)"
+
+
+@pytest.mark.parametrize("command", [[], [""]], ids=["empty-list", "empty-program"])
+def test_a_stdio_command_names_a_program(command: list[str]) -> None:
+    assert config_error(minimal(routes=[stdio_route(command=command)])).startswith("routes[0].backend.command: ")
+
+
+def test_a_stdio_backend_refuses_a_url() -> None:
+    message = config_error(minimal(routes=[stdio_route(url="http://127.0.0.1:8000/mcp")]))
+    assert message == "routes[0].backend.url: not allowed when transport is stdio (the server is run from `command`)"
+
+
+def test_a_stdio_backend_refuses_headers_it_could_not_send() -> None:
+    message = config_error(minimal(routes=[stdio_route(headers={"X-Api-Key": "k"})]))
+    assert message.startswith("routes[0].backend.headers: not allowed when transport is stdio")
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_http_backends_need_a_url(transport: str) -> None:
+    data = minimal(routes=[{"name": "a", "path": "/mcp", "backend": {"transport": transport}}])
+    assert config_error(data) == f"routes[0].backend.url: required when transport is {transport}"
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_http_backends_refuse_the_stdio_options_naming_each(transport: str) -> None:
+    message = config_error(minimal(routes=[route(transport=transport, command=["server"], env={"A": "1"}, cwd="/")]))
+    assert message.splitlines() == [
+        "routes[0].backend.command: only allowed when transport is stdio",
+        "routes[0].backend.env: only allowed when transport is stdio",
+        "routes[0].backend.cwd: only allowed when transport is stdio",
     ]
 
 

@@ -1,0 +1,312 @@
+"""The gateway as a handshake-era stdio client, for servers that only speak stdio.
+
+Many MCP servers ship only the stdio transport: the client runs them as a child process and
+talks JSON-RPC over the pipes. Run beside the gateway (same pod, same image), such a server is
+fronted like any other: the gateway is the client that starts it.
+
+One process per backend session. A stdio server serves exactly one session for its whole life,
+so one :class:`StdioSession` is one child process, started on ``open()`` and stopped on
+``close()``. The pool keys sessions as it does for HTTP (credential digest, client capabilities),
+so capabilities and identity stay per session: there is no ``Authorization`` header to forward
+(the process's environment is fixed when it starts), but the credential still keys the pool, so
+different principals never share a process. ``backend.max_sessions`` bounds the processes.
+
+Wire: newline-delimited JSON-RPC on stdin/stdout, one message per line, no embedded newlines
+(JSON escapes them); a line over 16 MiB, or one that is not JSON-RPC, is ``malformed_response``.
+stderr is drained into a bounded ring buffer, logged at debug when the process is stopped. A
+single reader task routes every stdout message through
+:meth:`~gateway.legacy.base.LegacySessionBase._dispatch`, as :mod:`gateway.legacy.http_sse` does
+for its one stream: responses by id to the waiting exchange, server requests to the attached
+exchange (or the only call in flight), ``ping`` answered, notifications to the attached exchange
+and to ``notification_sink``.
+
+Failure: when stdout ends (the process exited) every exchange in flight gets ``stream_closed``
+and the session is broken for good; the pool starts a new process. A process that cannot be
+started, or exits before answering ``initialize``, is ``spawn_failed``. There is no session id,
+so :class:`~gateway.legacy.session.SessionExpired` never happens here. ``close()`` closes stdin
+(the spec's shutdown), waits up to 2 s, then sends SIGTERM, then SIGKILL, to the process group
+(``start_new_session``: the server's own children go too), and always reaps the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from gateway.errors import BackendUnavailable
+from gateway.legacy.base import LegacySessionBase, jsonrpc_messages
+from gateway.legacy.session import Exchange, FinalResponse, JsonObj
+
+log = structlog.get_logger("gateway.legacy")
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+STDERR_TAIL_BYTES = 8 * 1024
+STOP_GRACE = 2.0
+"""Seconds allowed after closing stdin, and again after SIGTERM, before the next step."""
+READER_GRACE = 0.5
+"""Seconds the pipe readers get to reach end of file once the process is gone."""
+INHERITED_ENV = ("PATH", "HOME", "LANG")
+
+
+def child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """A minimal environment: PATH, HOME and LANG from the gateway's, plus the route's ``env``."""
+    env = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
+    env.update(extra)
+    return env
+
+
+class StdioSession(LegacySessionBase):
+    """One handshake-era session with one stdio server process."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        capabilities: JsonObj,
+        timeout: float,
+        connect_timeout: float,
+        offer_version: str | None = None,
+    ) -> None:
+        self._command = list(command)
+        self._env = child_env(env or {})
+        self._cwd = cwd
+        super().__init__(
+            capabilities=capabilities, timeout=timeout, connect_timeout=connect_timeout, offer_version=offer_version
+        )
+
+    def _init_transport(self) -> None:
+        self._proc: asyncio.subprocess.Process | None = None
+        self._inflight: dict[str | int, Exchange] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr_reader: asyncio.Task[None] | None = None
+        self._stderr_tail = bytearray()
+        self._failure: tuple[str, str] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has been reaped, else None."""
+        return None if self._proc is None else self._proc.returncode
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Start the process → initialize → notifications/initialized."""
+        try:
+            await self._spawn()
+            try:
+                init = self._register(0, "initialize")
+                await self._write(self._initialize_body(), what="initialize")
+                final = await self._initialize_answer(init)
+            except BackendUnavailable as exc:
+                if exc.reason != "stream_closed":
+                    raise
+                raise await self._exited_early() from exc
+            self._accept_initialize(final)
+            await self.notify("notifications/initialized")
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Stop the process (stdin closed, then SIGTERM, then SIGKILL) and reap it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._proc is not None:
+            await self._stop(self._proc)
+        readers = [task for task in (self._reader, self._stderr_reader) if task is not None]
+        if readers:
+            await asyncio.wait(readers, timeout=READER_GRACE)  # let them read to the end of the pipes
+        for task in readers:
+            task.cancel()  # a grandchild may still hold a pipe open
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._proc is not None:
+            stderr = self._stderr_tail.decode(errors="replace")
+            log.debug("backend process stopped", pid=self._proc.pid, returncode=self._proc.returncode, stderr=stderr)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
+        """Send a request; ``headers`` have no stdio equivalent and are not sent."""
+        request_id = next(self._ids)
+        exchange = self._register(request_id, method)
+        try:
+            await self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, what=method)
+        except BaseException:
+            self._inflight.pop(request_id, None)
+            raise
+        return exchange
+
+    async def _deliver(self, body: JsonObj, *, what: str) -> None:
+        await self._write(body, what=what)
+
+    # -- internals --------------------------------------------------------------------------
+
+    async def _spawn(self) -> None:
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                self._proc = await asyncio.create_subprocess_exec(
+                    *self._command,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=self._env,
+                    cwd=self._cwd,
+                    start_new_session=True,
+                    limit=MAX_LINE_BYTES,
+                )
+        except TimeoutError:
+            raise BackendUnavailable("spawn_failed", f"{self._command[0]}: not started in time") from None
+        except (OSError, ValueError) as exc:
+            raise BackendUnavailable("spawn_failed", f"{self._command[0]}: {exc}") from exc
+        stdout, stderr = self._proc.stdout, self._proc.stderr
+        assert stdout is not None  # both are pipes: see above
+        assert stderr is not None
+        self._reader = asyncio.create_task(self._read_stdout(stdout), name="legacy-stdio-stdout")
+        self._stderr_reader = asyncio.create_task(self._read_stderr(stderr), name="legacy-stdio-stderr")
+
+    async def _exited_early(self) -> BackendUnavailable:
+        """The process ended before ``initialize`` was answered: say how, for the log."""
+        code = None
+        if self._proc is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._connect_timeout):
+                    code = await self._proc.wait()
+        if self._stderr_reader is not None:
+            await asyncio.wait([self._stderr_reader], timeout=READER_GRACE)  # its last words
+        tail = self._stderr_tail.decode(errors="replace").strip()[-200:]
+        return BackendUnavailable("spawn_failed", f"{self._command[0]} exited (code {code}) before initialize: {tail}")
+
+    def _register(self, request_id: int, method: str) -> Exchange:
+        """Track an exchange before writing its request: the answer may come at once."""
+        if self._failure is not None:
+            raise BackendUnavailable(*self._failure)
+        exchange = Exchange(request_id=request_id, method=method)
+        self._inflight[request_id] = exchange
+        return exchange
+
+    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
+        while True:
+            event = await init.next(self._timeout)
+            if isinstance(event, FinalResponse):
+                return event
+
+    async def _write(self, body: JsonObj, *, what: str) -> None:
+        """Write one message as one line (ASCII JSON: no raw newline can appear inside)."""
+        if self._failure is not None:
+            raise BackendUnavailable(*self._failure)
+        stdin = None if self._proc is None else self._proc.stdin
+        if stdin is None or stdin.is_closing():
+            raise BackendUnavailable("stream_closed", f"{what}: the server's stdin is closed")
+        try:
+            stdin.write(json.dumps(body, separators=(",", ":")).encode() + b"\n")
+            async with asyncio.timeout(self._timeout):
+                await stdin.drain()
+        except TimeoutError:
+            self._broken = True
+            raise BackendUnavailable("timeout", f"{what}: the server does not read its stdin") from None
+        except OSError as exc:  # BrokenPipeError, ConnectionResetError: the process is gone
+            self._broken = True
+            raise BackendUnavailable("stream_closed", f"{what}: {type(exc).__name__}") from exc
+
+    async def _read_stdout(self, stdout: asyncio.StreamReader) -> None:
+        """Route every line the server writes until stdout ends; then fail what is in flight."""
+        failure = BackendUnavailable("stream_closed", "the server closed its stdout (exited)")
+        try:
+            while True:
+                try:
+                    line = await stdout.readline()
+                except ValueError:  # asyncio's LimitOverrunError, as readline reports it
+                    raise BackendUnavailable("malformed_response", f"a line over {MAX_LINE_BYTES} bytes") from None
+                if not line:
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    for message in jsonrpc_messages(json.loads(line)):
+                        await self._route(message)
+                except ValueError as exc:  # not JSON, not JSON-RPC, or a malformed message
+                    raise BackendUnavailable("malformed_response", f"stdout: {exc}") from exc
+        except asyncio.CancelledError:
+            failure = BackendUnavailable("stream_closed", "the session was closed")
+            raise
+        except BackendUnavailable as exc:
+            failure = exc
+        except Exception as exc:  # deny-on-error: whatever broke the stream, the session is over
+            failure = BackendUnavailable("transport_error", f"stdout: {type(exc).__name__}")
+        finally:
+            self._fail(failure)
+
+    async def _read_stderr(self, stderr: asyncio.StreamReader) -> None:
+        """Keep the last ``STDERR_TAIL_BYTES`` of stderr (and never let a full pipe block the server)."""
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := await stderr.read(4096):
+                self._stderr_tail += chunk
+                del self._stderr_tail[:-STDERR_TAIL_BYTES]
+
+    async def _route(self, message: JsonObj) -> None:
+        if "method" in message:
+            await self._dispatch(message, self._owner())
+            return
+        request_id = message.get("id")
+        exchange = None
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            exchange = self._inflight.pop(request_id, None)
+        if exchange is None:
+            log.debug("backend response matches no request", id=repr(request_id)[:40])
+            return
+        await self._dispatch(message, exchange)
+
+    def _owner(self) -> Exchange | None:
+        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
+        if self._attached is not None:
+            return self._attached
+        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
+        return live[0] if len(live) == 1 else None
+
+    def _fail(self, failure: BackendUnavailable) -> None:
+        """stdout is gone: the session is broken and nothing in flight will be answered."""
+        self._broken = True
+        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
+        detail = failure.detail
+        self._failure = (reason, detail)
+        waiting = list(self._inflight.values())
+        self._inflight.clear()
+        if self._attached is not None:
+            waiting.append(self._attached)
+        for exchange in waiting:
+            exchange.push(BackendUnavailable(reason, detail))
+        if not self._closed:
+            log.info("backend stdio stream ended", reason=failure.reason, detail=detail)
+
+    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        """Close stdin, then SIGTERM, then SIGKILL the process group, waiting between steps."""
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        for step in (None, signal.SIGTERM, signal.SIGKILL):
+            if step is not None and proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, step)
+                except (ProcessLookupError, PermissionError):
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(step)
+            try:
+                async with asyncio.timeout(STOP_GRACE if step is not signal.SIGKILL else 3 * STOP_GRACE):
+                    await proc.wait()
+                return
+            except TimeoutError:
+                continue
+        log.warning("backend process did not die after SIGKILL", pid=proc.pid)

@@ -1,0 +1,355 @@
+"""The stdio backend session against a tiny fake stdio server (a Python script run as the child).
+
+The fake speaks newline-delimited JSON-RPC on stdin/stdout like the SDK servers do: it answers
+``initialize``, and its ``tools/call`` tools each exercise one path of the session - answers out of
+order (``hold`` + ``release``), a server request (``ask``), a ``ping`` from the server, a
+notification, an abrupt exit (``die``), garbage on stdout. Every wait is bounded by ``WAIT``;
+nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config.load import parse_config
+from gateway.errors import BackendUnavailable
+from gateway.legacy import stdio
+from gateway.legacy.pool import SessionPool
+from gateway.legacy.session import Exchange, ExchangeEvent, FinalResponse, ServerNotification, ServerRequest
+from gateway.legacy.stdio import StdioSession
+
+WAIT = 5.0
+CAPABILITIES = {"elicitation": {"form": {}}, "roots": {"listChanged": False}}
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import json, os, sys
+
+    held = []
+
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n")
+        sys.stdout.flush()
+
+    def answer(request_id, text):
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}})
+
+    def read():
+        line = sys.stdin.readline()
+        if not line:
+            sys.exit(0)
+        return json.loads(line)
+
+    def await_response(request_id):
+        while True:
+            message = read()
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    print("fake stdio server starting", file=sys.stderr, flush=True)
+    while True:
+        message = read()
+        method, params = message.get("method"), message.get("params", {})
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fake-stdio", "version": "0"},
+                "instructions": json.dumps(params["capabilities"]),
+            }})
+        elif method == "tools/call":
+            name, args = params["name"], params.get("arguments", {})
+            if name == "hold":
+                held.append((message["id"], args["tag"]))
+            elif name == "release":
+                for request_id, tag in reversed(held):
+                    answer(request_id, "held " + tag)
+                held.clear()
+                answer(message["id"], "released")
+            elif name == "ask":
+                send({"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create",
+                      "params": {"message": "Which city?", "requestedSchema": {"type": "object"}}})
+                reply = await_response("s1")
+                answer(message["id"], "city=" + reply["result"]["content"]["city"])
+            elif name == "ping_me":
+                send({"jsonrpc": "2.0", "id": "p1", "method": "ping"})
+                reply = await_response("p1")
+                answer(message["id"], "pong " + json.dumps(reply["result"]))
+            elif name == "notify":
+                send({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "data": "working"}})
+                answer(message["id"], "notified")
+            elif name == "env":
+                answer(message["id"], json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}))
+            elif name == "garbage":
+                sys.stdout.write("this is not JSON\\n")
+                sys.stdout.flush()
+            elif name == "long_line":
+                answer(message["id"], "x" * args["size"])
+            elif name == "die":
+                sys.exit(3)
+    """
+)
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> list[str]:
+    script = tmp_path / "fake_stdio_server.py"
+    script.write_text(FAKE_SERVER, encoding="utf-8")
+    return [sys.executable, str(script)]
+
+
+def new_session(command: list[str], **kw: Any) -> StdioSession:
+    return StdioSession(command, capabilities=CAPABILITIES, timeout=WAIT, connect_timeout=WAIT, **kw)
+
+
+@asynccontextmanager
+async def opened(command: list[str], **kw: Any) -> AsyncIterator[StdioSession]:
+    session = new_session(command, **kw)
+    async with asyncio.timeout(WAIT):
+        await session.open()
+    try:
+        yield session
+    finally:
+        async with asyncio.timeout(WAIT):
+            await session.close()
+
+
+async def call(session: StdioSession, name: str, **arguments: Any) -> Exchange:
+    return await session.start("tools/call", {"name": name, "arguments": arguments}, {"Authorization": "Bearer x"})
+
+
+async def next_event(exchange: Exchange) -> ExchangeEvent:
+    return await exchange.next(WAIT)
+
+
+async def final_text(exchange: Exchange) -> str:
+    while True:
+        event = await next_event(exchange)
+        if isinstance(event, FinalResponse):
+            assert event.result is not None, event.error
+            text: str = event.result["content"][0]["text"]
+            return text
+
+
+async def failure_of(exchange: Exchange) -> BackendUnavailable:
+    """The failure that ends ``exchange`` (server requests and notifications before it are skipped)."""
+    while True:
+        try:
+            event = await next_event(exchange)
+        except BackendUnavailable as exc:
+            return exc
+        assert not isinstance(event, FinalResponse), event
+
+
+def assert_reaped(pid: int | None) -> None:
+    """The child is gone and was waited for: not running, and not a zombie either."""
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+# --- handshake -----------------------------------------------------------------------------------
+
+
+async def test_open_initializes_with_the_session_capabilities(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        assert session.protocol_version == "2025-11-25"
+        assert session.initialize_result["serverInfo"]["name"] == "fake-stdio"
+        assert json.loads(session.initialize_result["instructions"]) == CAPABILITIES
+        assert not session.broken
+
+
+async def test_child_gets_a_minimal_environment_plus_the_route_env(
+    fake_server: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MRTR_TEST_GATEWAY_SECRET", "must-not-leak")
+    async with opened(fake_server, env={"SERVER_OPTION": "on"}, cwd=str(tmp_path)) as session:
+        seen = json.loads(await final_text(await call(session, "env")))
+    assert seen["env"]["SERVER_OPTION"] == "on"
+    assert "MRTR_TEST_GATEWAY_SECRET" not in seen["env"]
+    assert set(seen["env"]) - {"SERVER_OPTION", "LC_CTYPE"} <= set(stdio.INHERITED_ENV)
+    assert Path(seen["cwd"]).resolve() == tmp_path.resolve()
+
+
+# --- requests and answers ------------------------------------------------------------------------
+
+
+async def test_concurrent_requests_get_their_own_answers_by_id(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        first = await call(session, "hold", tag="first")
+        second = await call(session, "hold", tag="second")
+        release = await call(session, "release")
+        # The fake answers in reverse order: second, then first, then the release itself.
+        assert await final_text(second) == "held second"
+        assert await final_text(first) == "held first"
+        assert await final_text(release) == "released"
+
+
+async def test_a_server_request_reaches_the_attached_exchange_and_its_answer_goes_back(
+    fake_server: list[str],
+) -> None:
+    async with opened(fake_server) as session:
+        exchange = await call(session, "ask")
+        session.attach(exchange)
+        event = await next_event(exchange)
+        assert isinstance(event, ServerRequest)
+        assert (event.id, event.method, event.params["message"]) == ("s1", "elicitation/create", "Which city?")
+        await session.respond(event.id, result={"action": "accept", "content": {"city": "Paris"}})
+        assert await final_text(exchange) == "city=Paris"
+
+
+async def test_a_ping_from_the_server_is_answered_by_the_session(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        exchange = await call(session, "ping_me")
+        assert await final_text(exchange) == "pong {}"
+
+
+async def test_notifications_go_to_the_exchange_and_the_sink(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        sink: asyncio.Queue[ServerNotification] = asyncio.Queue()
+        session.notification_sink = sink
+        exchange = await call(session, "notify")
+        session.attach(exchange)
+        event = await next_event(exchange)
+        assert isinstance(event, ServerNotification)
+        assert event.method == "notifications/message"
+        assert await final_text(exchange) == "notified"
+        async with asyncio.timeout(WAIT):
+            assert (await sink.get()).params["data"] == "working"
+
+
+# --- failures ------------------------------------------------------------------------------------
+
+
+async def test_process_exit_fails_every_call_in_flight_and_breaks_the_session(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        held = await call(session, "hold", tag="never")
+        dying = await call(session, "die")
+        assert (await failure_of(held)).reason == "stream_closed"
+        assert (await failure_of(dying)).reason == "stream_closed"
+        assert session.broken
+        with pytest.raises(BackendUnavailable) as caught:
+            await call(session, "release")
+        assert caught.value.reason == "stream_closed"
+
+
+async def test_the_attached_exchange_fails_too_when_the_process_exits(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        exchange = await call(session, "ask")
+        session.attach(exchange)
+        assert isinstance(await next_event(exchange), ServerRequest)
+        assert session.pid is not None
+        os.kill(session.pid, 9)
+        assert (await failure_of(exchange)).reason == "stream_closed"
+        assert session.broken
+
+
+async def test_garbage_on_stdout_is_malformed(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        exchange = await call(session, "garbage")
+        assert (await failure_of(exchange)).reason == "malformed_response"
+        assert session.broken
+
+
+async def test_a_line_over_the_limit_is_malformed(fake_server: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 4096)
+    async with opened(fake_server) as session:
+        assert await final_text(await call(session, "long_line", size=1000)) == "x" * 1000
+        exchange = await call(session, "long_line", size=10_000)
+        assert (await failure_of(exchange)).reason == "malformed_response"
+        assert session.broken
+
+
+async def test_a_missing_command_is_spawn_failed(tmp_path: Path) -> None:
+    session = new_session([str(tmp_path / "no-such-server")])
+    with pytest.raises(BackendUnavailable) as caught:
+        await session.open()
+    assert caught.value.reason == "spawn_failed"
+    assert session.broken
+
+
+async def test_a_server_that_exits_before_initialize_is_spawn_failed_with_its_stderr(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import sys; print('no config file', file=sys.stderr); sys.exit(2)"]
+    session = new_session(command)
+    with pytest.raises(BackendUnavailable) as caught:
+        async with asyncio.timeout(WAIT):
+            await session.open()
+    assert caught.value.reason == "spawn_failed"
+    assert "code 2" in caught.value.detail
+    assert "no config file" in caught.value.detail
+    assert session.returncode == 2
+    assert_reaped(session.pid)
+
+
+async def test_a_silent_server_times_out_and_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "STOP_GRACE", 0.2)
+    command = [sys.executable, "-c", "import sys\nfor line in sys.stdin: pass"]
+    session = StdioSession(command, capabilities={}, timeout=0.3, connect_timeout=WAIT)
+    with pytest.raises(BackendUnavailable) as caught:
+        async with asyncio.timeout(WAIT):
+            await session.open()
+    assert caught.value.reason == "timeout"
+    assert session.returncode is not None
+    assert_reaped(session.pid)
+
+
+# --- close ---------------------------------------------------------------------------------------
+
+
+async def test_close_reaps_the_child(fake_server: list[str]) -> None:
+    async with opened(fake_server) as session:
+        pid = session.pid
+        assert session.returncode is None
+        os.kill(pid or 0, 0)  # running
+    assert session.returncode == 0  # it exited on its own when stdin closed
+    assert session.broken
+    assert_reaped(pid)
+
+
+async def test_close_escalates_to_signals_for_a_server_that_ignores_stdin_and_sigterm(
+    fake_server: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stdio, "STOP_GRACE", 0.2)
+    stubborn = tmp_path / "stubborn.py"
+    stubborn.write_text(
+        "import signal, sys, threading\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        + FAKE_SERVER.replace("sys.exit(0)", "threading.Event().wait()"),
+        encoding="utf-8",
+    )
+    async with opened([sys.executable, str(stubborn)]) as session:
+        pid = session.pid
+        assert await final_text(await call(session, "release")) == "released"
+    assert session.returncode == -9
+    assert_reaped(pid)
+
+
+async def test_the_pool_opens_one_process_per_session_and_closes_them(fake_server: list[str]) -> None:
+    backend = {"transport": "stdio", "command": fake_server, "timeout": WAIT}
+    route = {"name": "stdio", "path": "/mcp", "backend": backend}
+    settings = parse_config({"state": {"keys": ["k" * 32]}, "routes": [route]}, env={})
+    pool = SessionPool(None, settings.routes[0])  # type: ignore[arg-type]  # stdio never uses HTTP
+    key = pool.key_for("Bearer a", CAPABILITIES)
+    async with asyncio.timeout(WAIT):
+        first = await pool.lease(key, CAPABILITIES, {"Authorization": "Bearer a"})
+        second = await pool.lease(key, CAPABILITIES, {"Authorization": "Bearer a"})
+    sessions = [first.session, second.session]
+    assert all(isinstance(s, StdioSession) for s in sessions)
+    pids = [s.pid for s in sessions if isinstance(s, StdioSession)]
+    assert len(set(pids)) == 2
+    assert pool.initializations == 2
+    async with asyncio.timeout(WAIT):
+        await pool.close()
+    for pid in pids:
+        assert_reaped(pid)
