@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
+import structlog
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from gateway.errors import BackendUnavailable
@@ -38,6 +39,8 @@ from gateway.legacy.session import (
     SessionExpired,
 )
 from gateway.legacy.sse import SSEEvent, SSEParser
+
+log = structlog.get_logger("gateway.legacy")
 
 CLIENT_INFO: JsonObj = {"name": "mrtr-gateway", "version": "0.1.0"}
 
@@ -215,6 +218,59 @@ class LegacySessionBase(abc.ABC):
             return
         if exchange is not None and message.get("id") == exchange.request_id:
             exchange.push(final_response(message))
+
+
+class DemuxedSession(LegacySessionBase):
+    """Transports whose every backend message arrives on one stream (HTTP+SSE, stdio): answers are
+    matched to calls by JSON-RPC id, server requests go to the lease holder (or the only call in
+    flight), and when the stream ends every call still waiting hears why."""
+
+    def _init_demux(self) -> None:
+        self._inflight: dict[str | int, Exchange] = {}
+        self._failure: tuple[str, str] | None = None
+
+    def _register(self, request_id: int, method: str) -> Exchange:
+        """Track an exchange before sending it: the answer may overtake the send's own completion."""
+        if self._failure is not None:
+            raise BackendUnavailable(*self._failure)
+        exchange = Exchange(request_id=request_id, method=method)
+        self._inflight[request_id] = exchange
+        return exchange
+
+    async def _route(self, message: JsonObj) -> None:
+        if "method" in message:
+            await self._dispatch(message, self._owner())
+            return
+        request_id = message.get("id")
+        exchange = None
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            exchange = self._inflight.pop(request_id, None)
+        if exchange is None:
+            log.debug("backend response matches no request", id=repr(request_id)[:40])
+            return
+        await self._dispatch(message, exchange)
+
+    def _owner(self) -> Exchange | None:
+        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
+        if self._attached is not None:
+            return self._attached
+        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
+        return live[0] if len(live) == 1 else None
+
+    def _fail_inflight(self, failure: BackendUnavailable, stream: str) -> None:
+        """The stream is gone: the session is broken and nothing in flight will be answered."""
+        self._broken = True
+        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
+        detail = failure.detail
+        self._failure = (reason, detail)
+        waiting = list(self._inflight.values())
+        self._inflight.clear()
+        if self._attached is not None:
+            waiting.append(self._attached)
+        for exchange in waiting:
+            exchange.push(BackendUnavailable(reason, detail))
+        if not self._closed:
+            log.info(f"backend {stream} stream ended", reason=failure.reason, detail=detail)
 
 
 class HttpSessionBase(LegacySessionBase):

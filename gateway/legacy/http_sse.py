@@ -33,7 +33,7 @@ import structlog
 from yarl import URL
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import HttpSessionBase, backend_errors, jsonrpc_messages, sse_events
+from gateway.legacy.base import DemuxedSession, HttpSessionBase, backend_errors, jsonrpc_messages, sse_events
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, SessionExpired
 
 log = structlog.get_logger("gateway.legacy")
@@ -56,14 +56,13 @@ def resolve_endpoint(sse_url: str, data: str) -> URL:
     return target
 
 
-class HttpSseSession(HttpSessionBase):
+class HttpSseSession(HttpSessionBase, DemuxedSession):
     """One handshake-era session on an HTTP+SSE (2024-11-05) backend."""
 
     def _init_transport(self) -> None:
         self._endpoint: URL | None = None
-        self._inflight: dict[str | int, Exchange] = {}
+        self._init_demux()
         self._reader: asyncio.Task[None] | None = None
-        self._failure: tuple[str, str] | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -124,14 +123,6 @@ class HttpSseSession(HttpSessionBase):
         await self._post(body, {}, what=what)
 
     # -- internals --------------------------------------------------------------------------
-
-    def _register(self, request_id: int, method: str) -> Exchange:
-        """Track an exchange before its POST: the response may overtake the POST's own answer."""
-        if self._failure is not None:
-            raise BackendUnavailable(*self._failure)
-        exchange = Exchange(request_id=request_id, method=method)
-        self._inflight[request_id] = exchange
-        return exchange
 
     async def _initialize_answer(self, init: Exchange) -> FinalResponse:
         """Notifications may come first; server requests never reach ``init`` (see ``_owner``)."""
@@ -207,39 +198,7 @@ class HttpSseSession(HttpSessionBase):
         finally:
             self._fail(failure, endpoint)
 
-    async def _route(self, message: JsonObj) -> None:
-        if "method" in message:
-            await self._dispatch(message, self._owner())
-            return
-        request_id = message.get("id")
-        exchange = None
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            exchange = self._inflight.pop(request_id, None)
-        if exchange is None:
-            log.debug("backend response matches no request", id=repr(request_id)[:40])
-            return
-        await self._dispatch(message, exchange)
-
-    def _owner(self) -> Exchange | None:
-        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
-        if self._attached is not None:
-            return self._attached
-        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
-        return live[0] if len(live) == 1 else None
-
     def _fail(self, failure: BackendUnavailable, endpoint: asyncio.Future[URL]) -> None:
-        """The stream is gone: the session is broken and nothing in flight will be answered."""
-        self._broken = True
         if not endpoint.done():
             endpoint.set_exception(failure)
-        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
-        detail = str((failure.data or {}).get("detail", ""))
-        self._failure = (reason, detail)
-        waiting = list(self._inflight.values())
-        self._inflight.clear()
-        if self._attached is not None:
-            waiting.append(self._attached)
-        for exchange in waiting:
-            exchange.push(BackendUnavailable(reason, detail))
-        if not self._closed:
-            log.info("backend SSE stream ended", reason=failure.reason, detail=detail)
+        self._fail_inflight(failure, "SSE")

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import LegacySessionBase, jsonrpc_messages
+from gateway.legacy.base import DemuxedSession, jsonrpc_messages
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj
 
 log = structlog.get_logger("gateway.legacy")
@@ -61,7 +61,7 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-class StdioSession(LegacySessionBase):
+class StdioSession(DemuxedSession):
     """One handshake-era session with one stdio server process."""
 
     def __init__(
@@ -84,11 +84,10 @@ class StdioSession(LegacySessionBase):
 
     def _init_transport(self) -> None:
         self._proc: asyncio.subprocess.Process | None = None
-        self._inflight: dict[str | int, Exchange] = {}
+        self._init_demux()
         self._reader: asyncio.Task[None] | None = None
         self._stderr_reader: asyncio.Task[None] | None = None
         self._stderr_tail = bytearray()
-        self._failure: tuple[str, str] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -190,14 +189,6 @@ class StdioSession(LegacySessionBase):
         tail = self._stderr_tail.decode(errors="replace").strip()[-200:]
         return BackendUnavailable("spawn_failed", f"{self._command[0]} exited (code {code}) before initialize: {tail}")
 
-    def _register(self, request_id: int, method: str) -> Exchange:
-        """Track an exchange before writing its request: the answer may come at once."""
-        if self._failure is not None:
-            raise BackendUnavailable(*self._failure)
-        exchange = Exchange(request_id=request_id, method=method)
-        self._inflight[request_id] = exchange
-        return exchange
-
     async def _initialize_answer(self, init: Exchange) -> FinalResponse:
         while True:
             event = await init.next(self._timeout)
@@ -248,7 +239,7 @@ class StdioSession(LegacySessionBase):
         except Exception as exc:  # deny-on-error: whatever broke the stream, the session is over
             failure = BackendUnavailable("transport_error", f"stdout: {type(exc).__name__}")
         finally:
-            self._fail(failure)
+            self._fail_inflight(failure, "stdio")
 
     async def _read_stderr(self, stderr: asyncio.StreamReader) -> None:
         """Keep the last ``STDERR_TAIL_BYTES`` of stderr (and never let a full pipe block the server)."""
@@ -256,41 +247,6 @@ class StdioSession(LegacySessionBase):
             while chunk := await stderr.read(4096):
                 self._stderr_tail += chunk
                 del self._stderr_tail[:-STDERR_TAIL_BYTES]
-
-    async def _route(self, message: JsonObj) -> None:
-        if "method" in message:
-            await self._dispatch(message, self._owner())
-            return
-        request_id = message.get("id")
-        exchange = None
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            exchange = self._inflight.pop(request_id, None)
-        if exchange is None:
-            log.debug("backend response matches no request", id=repr(request_id)[:40])
-            return
-        await self._dispatch(message, exchange)
-
-    def _owner(self) -> Exchange | None:
-        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
-        if self._attached is not None:
-            return self._attached
-        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
-        return live[0] if len(live) == 1 else None
-
-    def _fail(self, failure: BackendUnavailable) -> None:
-        """stdout is gone: the session is broken and nothing in flight will be answered."""
-        self._broken = True
-        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
-        detail = failure.detail
-        self._failure = (reason, detail)
-        waiting = list(self._inflight.values())
-        self._inflight.clear()
-        if self._attached is not None:
-            waiting.append(self._attached)
-        for exchange in waiting:
-            exchange.push(BackendUnavailable(reason, detail))
-        if not self._closed:
-            log.info("backend stdio stream ended", reason=failure.reason, detail=detail)
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
         """Close stdin, then SIGTERM, then SIGKILL the process group, waiting between steps."""
