@@ -229,6 +229,28 @@ class DemuxedSession(LegacySessionBase):
         self._inflight: dict[str | int, Exchange] = {}
         self._failure: tuple[str, str] | None = None
 
+    @abc.abstractmethod
+    async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
+        """Send one JSON-RPC request on this transport (its answer arrives on the stream)."""
+
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
+        request_id = next(self._ids)
+        exchange = self._register(request_id, method)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        try:
+            await self._send_request(body, headers, what=method)
+        except BaseException:
+            self._inflight.pop(request_id, None)
+            raise
+        return exchange
+
+    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
+        """Notifications may come first; server requests never reach ``init`` (see ``_owner``)."""
+        while True:
+            event = await init.next(self._timeout)
+            if isinstance(event, FinalResponse):
+                return event
+
     def _register(self, request_id: int, method: str) -> Exchange:
         """Track an exchange before sending it: the answer may overtake the send's own completion."""
         if self._failure is not None:

@@ -34,7 +34,7 @@ from yarl import URL
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import DemuxedSession, HttpSessionBase, backend_errors, jsonrpc_messages, sse_events
-from gateway.legacy.session import Exchange, FinalResponse, JsonObj, SessionExpired
+from gateway.legacy.session import JsonObj, SessionExpired
 
 log = structlog.get_logger("gateway.legacy")
 
@@ -107,29 +107,14 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
-        request_id = next(self._ids)
-        exchange = self._register(request_id, method)
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        try:
-            await self._post(body, headers, what=method, expiry_is_retryable=True)
-        except BaseException:
-            self._inflight.pop(request_id, None)
-            raise
-        return exchange
+    async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
+        await self._post(body, headers, what=what, expiry_is_retryable=True)
 
     async def _deliver(self, body: JsonObj, *, what: str) -> None:
         """POST a response or notification (no answer expected beyond 202)."""
         await self._post(body, {}, what=what)
 
     # -- internals --------------------------------------------------------------------------
-
-    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
-        """Notifications may come first; server requests never reach ``init`` (see ``_owner``)."""
-        while True:
-            event = await init.next(self._timeout)
-            if isinstance(event, FinalResponse):
-                return event
 
     async def _post(
         self,

@@ -41,7 +41,7 @@ import structlog
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import DemuxedSession, jsonrpc_messages
-from gateway.legacy.session import Exchange, FinalResponse, JsonObj
+from gateway.legacy.session import JsonObj
 
 log = structlog.get_logger("gateway.legacy")
 
@@ -138,17 +138,6 @@ class StdioSession(DemuxedSession):
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
-        """Send a request; ``headers`` have no stdio equivalent and are not sent."""
-        request_id = next(self._ids)
-        exchange = self._register(request_id, method)
-        try:
-            await self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, what=method)
-        except BaseException:
-            self._inflight.pop(request_id, None)
-            raise
-        return exchange
-
     async def _deliver(self, body: JsonObj, *, what: str) -> None:
         await self._write(body, what=what)
 
@@ -189,11 +178,9 @@ class StdioSession(DemuxedSession):
         tail = self._stderr_tail.decode(errors="replace").strip()[-200:]
         return BackendUnavailable("spawn_failed", f"{self._command[0]} exited (code {code}) before initialize: {tail}")
 
-    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
-        while True:
-            event = await init.next(self._timeout)
-            if isinstance(event, FinalResponse):
-                return event
+    async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
+        """``headers`` have no stdio equivalent and are not sent."""
+        await self._write(body, what=what)
 
     async def _write(self, body: JsonObj, *, what: str) -> None:
         """Write one message as one line (ASCII JSON: no raw newline can appear inside)."""
