@@ -1,46 +1,84 @@
-"""Errors the gateway answers with, and the one JSON-RPC code → HTTP status table.
+"""Errors the gateway answers with, and the one JSON-RPC error → HTTP status table.
 
 Tree::
 
     GatewayError                      a JSON-RPC error the client receives (code, message, data)
-    ├── BackendUnavailable            -32010  the legacy server failed us; never the client's fault
-    ├── Overloaded                    -32011  a hold bound was hit; HTTP 503 + Retry-After
-    ├── UpstreamError                 the backend's own JSON-RPC error, relayed (-32002 → -32602)
-    ├── HoldLost                      -32012  the exchange a requestState names is gone (expired, replica restarted)
-    └── InvalidRequestState           -32602  requestState failed to unseal or bind (fixed message)
+    ├── BackendUnavailable            -32603  data.reason "backend_unavailable"  HTTP 502
+    ├── Overloaded                    -32603  data.reason "overloaded"           HTTP 503 + Retry-After
+    ├── HoldLost                      -32603  data.reason "hold_lost"            HTTP 502
+    │   └── HoldElsewhere             control flow: forward the retry to the owning replica
+    ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
+    ├── InvalidRequestState           -32602  requestState failed to unseal or bind (fixed message)
+    ├── InvalidParams                 -32602
+    └── MissingCapability             -32021  data.requiredCapabilities
 
-Codes -32010..-32012 sit in the implementation-defined band -32000..-32019 that the 2026-07-28
-revision leaves to implementations; -32000 and -32001 are avoided because the SDKs use them
-internally. Client-side validation failures are :class:`gateway.frontdoor.classify.Rejection`
-values, not exceptions: they are decided before any I/O.
+Codes. The 2026-07-28 revision (basic/index.mdx §Error Codes) closes -32000..-32019 as a legacy
+band ("new implementations SHOULD NOT use codes from this sub-range at all"), reserves
+-32020..-32099 for codes the specification defines, and asks for new purposes to be allocated
+outside -32768..-32000. The gateway's own conditions are therefore all the standard
+``-32603 Internal error`` with a machine-readable ``data.reason`` (:data:`BACKEND_UNAVAILABLE`,
+:data:`OVERLOADED`, :data:`HOLD_LOST`) and, where useful, ``data.cause`` (the finer reason the
+metrics and logs use, e.g. ``timeout``). Clients branch on ``data.reason``; the message is fixed.
+
+HTTP status. The specification fixes 400 for -32700/-32600/-32602/-32020/-32021/-32022
+(basic/index.mdx §_meta, transports/streamable-http.mdx), and the SDKs answer -32601 with 404.
+It is silent on -32603. The gateway's own conditions are never the client's fault, so they get a
+5xx: 502 when something behind the gateway failed (the backend, or the replica that held the
+exchange), 503 + ``Retry-After`` when the gateway is at capacity. Any other -32603, and every
+error a backend answered itself (relayed as :class:`UpstreamError`), travels with HTTP 200 as in
+the SDKs: the backend did answer, and its error is the JSON-RPC payload. :func:`http_status_for`
+is the one place that decides; every path (modern requests, old-client passthrough, forwarded
+retries) renders through it, so one condition has one code and one status everywhere.
+
+Client-side validation failures are :class:`gateway.frontdoor.classify.Rejection` values, not
+exceptions: they are decided before any I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from mcp_types import jsonrpc
 
-BACKEND_UNAVAILABLE: Final = -32010
-OVERLOADED: Final = -32011
-HOLD_LOST: Final = -32012
+BACKEND_UNAVAILABLE: Final = "backend_unavailable"
+"""``data.reason``: the legacy server refused, timed out, failed (5xx) or answered garbage."""
+OVERLOADED: Final = "overloaded"
+"""``data.reason``: a capacity bound was reached (holds, backend sessions); retry later."""
+HOLD_LOST: Final = "hold_lost"
+"""``data.reason``: the exchange a requestState names is gone; start the call again."""
 
-HTTP_STATUS_FOR_CODE: Final[Mapping[int, int]] = {
-    jsonrpc.PARSE_ERROR: 400,
-    jsonrpc.INVALID_REQUEST: 400,
-    jsonrpc.INVALID_PARAMS: 400,
-    jsonrpc.METHOD_NOT_FOUND: 404,
-    jsonrpc.HEADER_MISMATCH: 400,
-    jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400,
-    OVERLOADED: 503,
-}
-"""Codes not listed travel with HTTP 200: the JSON-RPC body carries the error, as in the SDKs."""
+_CODE_STATUS: Final[Mapping[int, int]] = MappingProxyType(
+    {
+        jsonrpc.PARSE_ERROR: 400,
+        jsonrpc.INVALID_REQUEST: 400,
+        jsonrpc.INVALID_PARAMS: 400,
+        jsonrpc.METHOD_NOT_FOUND: 404,
+        jsonrpc.HEADER_MISMATCH: 400,
+        jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+        jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400,
+    }
+)
+_REASON_STATUS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        BACKEND_UNAVAILABLE: 502,
+        OVERLOADED: 503,
+        HOLD_LOST: 502,
+    }
+)
+HTTP_STATUS_FOR_CODE: Final = _CODE_STATUS
+"""The spec's codes → HTTP status; -32603 is decided by ``data.reason`` (:func:`http_status_for`)."""
 
 
-def http_status_for(code: int) -> int:
-    return HTTP_STATUS_FOR_CODE.get(code, 200)
+def http_status_for(code: int, reason: str | None = None) -> int:
+    """The HTTP status of a JSON-RPC error with ``code`` and ``data.reason``.
+
+    A ``reason`` only counts for -32603: a relayed backend error never borrows a gateway status.
+    """
+    if code == jsonrpc.INTERNAL_ERROR and reason is not None:
+        return _REASON_STATUS.get(reason, 200)
+    return _CODE_STATUS.get(code, 200)
 
 
 class GatewayError(Exception):
@@ -48,12 +86,18 @@ class GatewayError(Exception):
 
     code: int = jsonrpc.INTERNAL_ERROR
     message: str = "Internal error"
+    category: str | None = None
+    """``data.reason`` of the gateway's own conditions; decides the HTTP status."""
 
     def __init__(self, message: str | None = None, *, data: Any = None, reason: str = "") -> None:
         self.message = message or type(self).message
         self.data = data
         self.reason = reason or type(self).__name__
         super().__init__(self.message)
+
+    @property
+    def http_status(self) -> int:
+        return http_status_for(self.code, self.category)
 
     def to_error(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -62,33 +106,40 @@ class GatewayError(Exception):
         return err
 
 
-class BackendUnavailable(GatewayError):
+class _Condition(GatewayError):
+    """One of the gateway's own conditions: -32603 with ``data.reason`` and ``data.cause``."""
+
+    def __init__(self, cause: str, **extra: Any) -> None:
+        super().__init__(data={"reason": self.category, "cause": cause, **extra}, reason=cause)
+
+
+class BackendUnavailable(_Condition):
     """The backend refused, timed out, failed (5xx) or answered garbage."""
 
-    code = BACKEND_UNAVAILABLE
+    category = BACKEND_UNAVAILABLE
     message = "Backend unavailable"
 
     def __init__(self, reason: str, detail: str = "") -> None:
         # The detail names backend hosts and errors: it goes to the log, never to the client.
         self.detail = detail[:300]
-        super().__init__(data={"reason": reason}, reason=reason)
+        super().__init__(reason)
 
 
-class Overloaded(GatewayError):
-    code = OVERLOADED
-    message = "Gateway is at capacity for held requests; retry later"
+class Overloaded(_Condition):
+    category = OVERLOADED
+    message = "Gateway is at capacity; retry later"
 
     def __init__(self, reason: str, retry_after: int) -> None:
         self.retry_after = retry_after
-        super().__init__(data={"reason": reason, "retryAfter": retry_after}, reason=reason)
+        super().__init__(reason, retryAfter=retry_after)
 
 
-class HoldLost(GatewayError):
-    code = HOLD_LOST
+class HoldLost(_Condition):
+    category = HOLD_LOST
     message = "The held request is no longer available; start the call again"
 
     def __init__(self, reason: str) -> None:
-        super().__init__(data={"reason": reason}, reason=reason)
+        super().__init__(reason)
 
 
 class HoldElsewhere(HoldLost):
@@ -112,7 +163,8 @@ class InvalidRequestState(GatewayError):
 
 
 class UpstreamError(GatewayError):
-    """The backend answered the call with a JSON-RPC error; relayed with its own code."""
+    """The backend answered the call with a JSON-RPC error; relayed with a spec code
+    (:func:`gateway.translate.results.modern_error`)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message, data=data, reason="backend_error")

@@ -294,7 +294,7 @@ class CallDriver:
         claims: Claims,
         on_notification: NotificationSink | None,
     ) -> JsonObj:
-        """The retry's hold is gone with its replica: replay the call if the route allows, else -32012."""
+        """The retry's hold is gone with its replica: replay the call if the route allows, else hold_lost."""
         entries = claims.extra.get("log")
         if route.config.holds.on_lost != "replay" or not isinstance(entries, list):
             self._metrics.state_rejections.labels("owner_elsewhere").inc()
@@ -312,7 +312,7 @@ class CallDriver:
         """Run the call again on a fresh session, answering its server requests from the sealed log
         (earlier rounds) and this retry's ``inputResponses`` (the round that was pending), in the
         order they arrive; a request of another kind than recorded means the tool did not run the
-        same way, and the call is abandoned (-32012)."""
+        same way, and the call is abandoned (hold_lost)."""
         responses = request.params.get("inputResponses")
         responses = responses if isinstance(responses, Mapping) else {}
         plan: list[tuple[str, str, JsonObj | None]] = []

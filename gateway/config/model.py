@@ -198,8 +198,8 @@ class HoldPolicy(_Strict):
     on_lost: Literal["error", "replay"] = Field(
         "error",
         description=(
-            "When a retry's hold is gone (its replica died): 'error' answers -32012 and the client starts "
-            "over; 'replay' re-runs the call on a fresh backend session and answers the server's requests "
+            "When a retry's hold is gone (its replica died): 'error' answers the hold_lost error and the client "
+            "starts over; 'replay' re-runs the call on a fresh backend session and answers the server's requests "
             "from the answers sealed in the requestState. Only for routes whose tools are safe to run again."
         ),
     )
@@ -246,11 +246,11 @@ class ReplicasConfig(_Strict):
         description=(
             "Base URL other replicas use to reach this one, e.g. http://10.1.2.3:8080 (in Kubernetes: the pod "
             "IP). Overridden by MRTR_GATEWAY_ADVERTISE_URL. Unset: retries that land on another replica fail "
-            "with -32012 (fine for a single replica)."
+            "with the hold_lost error (fine for a single replica)."
         ),
     )
     forward_timeout: PositiveSeconds = Field(
-        5, description="Seconds to connect to the owning replica before the retry fails with -32012."
+        5, description="Seconds to connect to the owning replica before the retry fails with the hold_lost error."
     )
 
     @field_validator("advertise_url")

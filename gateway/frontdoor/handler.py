@@ -2,7 +2,7 @@
 
 Reads the body (bounded), asks the pure classifier what the request is, hands accepted requests
 to the call driver and writes one JSON-RPC response. Rejections and gateway errors are written
-with the status from :data:`gateway.errors.HTTP_STATUS_FOR_CODE`.
+with the status from :func:`gateway.errors.http_status_for`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway import keys
 from gateway.calls import Caller, RouteRuntime
-from gateway.errors import GatewayError, HoldElsewhere, Overloaded, http_status_for
+from gateway.errors import GatewayError, HoldElsewhere, Overloaded
 from gateway.frontdoor import legacy_passthrough
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
 from gateway.frontdoor.headers import check_param_headers
@@ -58,7 +58,7 @@ def render_rejection(rejection: Rejection) -> web.Response:
 
 def render_error(id_: Any, exc: GatewayError) -> web.Response:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
-    return _json_response(_jsonrpc(id_, error=exc.to_error()), http_status_for(exc.code), headers)
+    return _json_response(_jsonrpc(id_, error=exc.to_error()), exc.http_status, headers)
 
 
 def caller_of(request: web.Request, route: RouteRuntime, *, forwarded: bool = False) -> Caller:
@@ -228,7 +228,7 @@ async def _serve_modern(
                 if not isinstance(forwarded_response, GatewayError):
                     metrics.requests.labels(route.name, outcome.method, "forwarded").inc()
                     return forwarded_response
-                # The owner is gone: the route's policy decides (replay, or -32012).
+                # The owner is gone: the route's policy decides (replay, or hold_lost).
                 result = await driver.replay_or_lost(route, outcome, caller, elsewhere.claims, stream.on_notification)
         except GatewayError as exc:
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()

@@ -14,11 +14,12 @@ route or credential, answers 404, which is what a legacy server says for an expi
 the client re-initializes; the backend's own 404 (its session expired) reaches the client the same
 way.
 
-Failures. The backend not answering is never the client's fault: 502 with the JSON-RPC error
--32010 "Backend unavailable" and ``data.reason`` from :class:`gateway.errors.BackendUnavailable`'s
-vocabulary. Connecting is bounded by the route's ``connect_timeout`` and the answer's headers by its
-``timeout``; a body, once it flows, has no deadline (an SSE stream may idle for minutes while a user
-thinks), but a client that went away ends it.
+Failures. The backend not answering is never the client's fault: the same answer a modern client
+gets (:class:`gateway.errors.BackendUnavailable`: HTTP 502, -32603 "Backend unavailable",
+``data.reason`` ``backend_unavailable`` and ``data.cause`` such as ``connect_failed``). Connecting
+is bounded by the route's ``connect_timeout`` and the answer's headers by its ``timeout``; a body,
+once it flows, has no deadline (an SSE stream may idle for minutes while a user thinks), but a
+client that went away ends it.
 
 Not covered: routes whose backend speaks the 2024-11-05 HTTP+SSE transport (``transport: sse``)
 or stdio (``transport: stdio``). Neither wire (one GET stream announcing a POST endpoint, every
@@ -216,7 +217,7 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
             detail=failure.detail,
             rpc_method=label,
         )
-        return _error(502, request_id, failure.code, failure.message, failure.data)
+        return _error(failure.http_status, request_id, failure.code, failure.message, failure.data)
 
     try:
         out = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)

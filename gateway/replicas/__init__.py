@@ -5,5 +5,5 @@ replica and — sealed, so a client cannot redirect the hop — the address othe
 at. A replica that receives such a retry forwards the request unchanged to the owner over an
 authenticated internal hop (:mod:`gateway.replicas.auth`) and streams the owner's answer back
 (:mod:`gateway.replicas.forward`). No shared store is involved; if the owner is gone, the client
-gets the retryable ``-32012`` error.
+gets the retryable ``hold_lost`` error (-32603).
 """

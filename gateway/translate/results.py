@@ -2,7 +2,7 @@
 
 Every modern result carries ``resultType``; cacheable ones carry ``ttlMs``/``cacheScope`` (legacy
 servers have no such hints, so the route supplies safe ones); ``serverInfo`` moves into result
-``_meta``; the retired ``-32002`` (resource not found) becomes ``-32602``.
+``_meta``; backend error codes become codes the 2026-07-28 spec allows (:func:`modern_error`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ JsonObj = dict[str, Any]
 
 LEGACY_RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+RELAYED_CODES: Mapping[int, int] = {
+    INVALID_PARAMS: INVALID_PARAMS,
+    METHOD_NOT_FOUND: METHOD_NOT_FOUND,
+    INTERNAL_ERROR: INTERNAL_ERROR,
+    LEGACY_RESOURCE_NOT_FOUND: INVALID_PARAMS,
+}
+"""Backend error codes kept (or renamed) when relayed; every other code becomes -32603."""
 
 
 def complete_result(
@@ -71,16 +80,27 @@ def discover_result(initialize_result: Mapping[str, Any], *, ttl_ms: int, cache_
 
 
 def modern_error(error: Mapping[str, Any]) -> JsonObj:
-    """A backend JSON-RPC error as the modern client should see it."""
+    """A backend JSON-RPC error as the modern client should see it: a code the spec allows, the message kept.
+
+    Relayed as they are: -32602 (invalid params), -32601 (method not found), -32603 (internal
+    error). The retired -32002 (resource not found) becomes -32602 (basic/index.mdx §Error Codes,
+    server/resources.mdx §Error Handling). Every other code becomes -32603: a parse or
+    invalid-request error answers the gateway's own message to the backend (the client's was
+    checked at the front door); codes in -32020..-32099 belong to the specification and must not
+    be emitted with another meaning; codes of the legacy band -32000..-32019, ``0`` (FastMCP's code
+    for any exception, unknown resources and prompts included) or an application's own code mean
+    nothing the client can rely on. Whether a -32603 from a backend was really the client's
+    invalid params (an unknown prompt, say) is decided with the backend's listings by
+    :mod:`gateway.frontdoor.upstream_errors`.
+    """
     code = error.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
     out: JsonObj = {
-        "code": code if isinstance(code, int) and not isinstance(code, bool) else -32603,
+        "code": RELAYED_CODES.get(code, INTERNAL_ERROR),
         "message": str(error.get("message") or "Backend error")[:1000],
     }
     if "data" in error:
         out["data"] = error["data"]
-    if out["code"] == LEGACY_RESOURCE_NOT_FOUND:
-        out["code"] = INVALID_PARAMS
     return out
 
 

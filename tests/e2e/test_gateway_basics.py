@@ -138,9 +138,9 @@ async def test_backend_down_is_a_clear_backend_unavailable_error(http: aiohttp.C
     async with running_gateway([route("demo", "/mcp", url, backend={"timeout": 2, "connect_timeout": 1})]) as gw:
         started = time.monotonic()
         reply = await BareClient(http, gw.url()).call_tool("add", {"a": 1, "b": 2})
-    assert reply.status == 200
-    assert reply.error["code"] == -32010
-    assert reply.error["data"]["reason"] == "connect_failed"
+    assert reply.status == 502
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+    assert reply.error["data"]["cause"] == "connect_failed"
     assert time.monotonic() - started < 2
 
 
@@ -156,8 +156,8 @@ async def test_silent_backend_times_out_within_the_route_timeout(
         reply = await client.call_tool("add", {"a": 1, "b": 2})
         elapsed = time.monotonic() - started
         backend.hang = False
-    assert reply.error["code"] == -32010
-    assert reply.error["data"]["reason"] == "timeout"
+    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (502, -32603, "backend_unavailable")
+    assert reply.error["data"]["cause"] == "timeout"
     assert elapsed < 2.5
 
 
@@ -169,9 +169,9 @@ async def test_failing_or_garbage_backend_is_unavailable_not_client_error(
     setattr(backend, fault, 503 if fault == "fail_status" else True)
     async with running_gateway([route("demo", "/mcp", url, backend={"timeout": 2})]) as gw:
         reply = await BareClient(http, gw.url()).call_tool("add", {"a": 1, "b": 2})
-    assert reply.status == 200
-    assert reply.error["code"] == -32010
-    assert reply.error["data"]["reason"] == reason
+    assert reply.status == 502
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+    assert reply.error["data"]["cause"] == reason
 
 
 async def test_backend_that_recovers_serves_the_next_call(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
@@ -179,7 +179,7 @@ async def test_backend_that_recovers_serves_the_next_call(fake_backend: Backend,
     async with running_gateway([route("demo", "/mcp", url, backend={"timeout": 2})]) as gw:
         client = BareClient(http, gw.url())
         backend.garbage = True
-        assert (await client.call_tool("add", {"a": 1, "b": 2})).error["code"] == -32010
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).error["data"]["reason"] == "backend_unavailable"
         backend.garbage = False
         assert (await client.call_tool("add", {"a": 1, "b": 2})).text == "3"
 

@@ -252,7 +252,8 @@ async def test_hold_bounds_refuse_new_interactive_calls_with_503(
         refused = await alice.call_tool("ask_city")
         assert refused.status == 503
         assert refused.headers["Retry-After"] == "7"
-        assert refused.error["code"] == -32011
+        assert (refused.error["code"], refused.error["data"]["reason"]) == (-32603, "overloaded")
+        assert refused.error["data"]["cause"] == "principal_hold_limit"
         bob = await BareClient(http, gw.url(), authorization="Bearer bob").call_tool("ask_city")
         assert bob.result["resultType"] == "input_required"
         (key,) = held["inputRequests"]
@@ -281,4 +282,4 @@ async def test_backend_dying_while_a_call_is_held_gives_a_clear_error(http: aioh
         await runner.cleanup()
         (key,) = result["inputRequests"]
         reply = await client.retry("ask_city", result["requestState"], {key: accept(city="X")})
-    assert reply.error["code"] == -32010
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")

@@ -271,8 +271,8 @@ async def test_backend_down_answers_502_backend_unavailable_quickly(http: aiohtt
         async with wire.post(wire.message("initialize", {"protocolVersion": VERSION, "capabilities": {}})) as resp:
             assert resp.status == 502
             error = (await resp.json())["error"]
-    assert (error["code"], error["message"]) == (-32010, "Backend unavailable")
-    assert error["data"]["reason"] == "connect_failed"
+    assert (error["code"], error["message"]) == (-32603, "Backend unavailable")
+    assert error["data"] == {"reason": "backend_unavailable", "cause": "connect_failed"}
     assert time.monotonic() - started < 2
 
 

@@ -68,9 +68,9 @@ async def test_malformed_sse_is_backend_unavailable_and_the_session_is_discarded
         assert (await client.call_tool("ok")).result["resultType"] == "complete"
         assert counters["initialize"] == 1
         broken = await client.call_tool("garbage")
-        assert broken.status == 200
-        assert broken.error["code"] == -32010
-        assert broken.error["data"]["reason"] == "malformed_response"
+        assert broken.status == 502
+        assert (broken.error["code"], broken.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert broken.error["data"]["cause"] == "malformed_response"
         assert (await client.call_tool("ok")).result["resultType"] == "complete"
         assert counters["initialize"] == 2  # the poisoned session was not handed out again
         assert gw.app[keys.ROUTES]["/mcp"].pool.initializations == 2

@@ -61,8 +61,9 @@ async def test_an_unreachable_owner_is_a_clear_retryable_error(
         assert a.runner is not None
         await a.runner.cleanup()
         reply = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
-    assert reply.status == 200
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32012, "owner_unreachable")
+    assert reply.status == 502
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "hold_lost")
+    assert reply.error["data"]["cause"] == "owner_unreachable"
 
 
 async def test_without_an_advertised_address_the_retry_gets_hold_lost(
@@ -76,7 +77,8 @@ async def test_without_an_advertised_address_the_retry_gets_hold_lost(
         first = (await BareClient(http, one.url()).call_tool("ask_city")).result
         (key,) = first["inputRequests"]
         reply = await BareClient(http, two.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32012, "owner_unreachable")
+    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (502, -32603, "hold_lost")
+    assert reply.error["data"]["cause"] == "owner_unreachable"
 
 
 async def test_a_forged_forward_header_is_refused(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
@@ -152,6 +154,6 @@ async def test_without_replay_a_lost_call_is_an_error_and_nothing_reruns(
         assert a.runner is not None
         await a.runner.cleanup()
         reply = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
-        assert reply.error["code"] == -32012
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "hold_lost")
         assert b.app[keys.METRICS].forwards.labels("demo", "replayed")._value.get() == 0
         assert len(b.app[keys.HOLDS]) == 0

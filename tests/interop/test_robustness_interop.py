@@ -99,8 +99,9 @@ async def test_backend_killed_while_a_call_is_held(peer_log_dir: Path, http: aio
         (key,) = held["inputRequests"]
         started = time.monotonic()
         reply = await client.retry("ask_city", held["requestState"], {key: accept(city="x")})
-        assert reply.error["code"] == -32010
-        assert reply.error["data"]["reason"] in {"stream_closed", "stream_broken", "connect_failed", "session_lost"}
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert reply.status == 502
+        assert reply.error["data"]["cause"] in {"stream_closed", "stream_broken", "connect_failed", "session_lost"}
         assert time.monotonic() - started < 4
 
 
@@ -114,8 +115,8 @@ async def test_json_response_server_cannot_ask_so_the_call_ends_with_a_clear_tim
         assert (await client.call_tool("add", {"a": 1, "b": 2})).text == "3"
         started = time.monotonic()
         reply = await client.call_tool("ask_city")
-        assert reply.error["code"] == -32010
-        assert reply.error["data"]["reason"] == "timeout"
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert reply.error["data"]["cause"] == "timeout"
         assert time.monotonic() - started < 3
 
 
@@ -132,7 +133,7 @@ async def test_stateless_server_loses_the_answer_so_the_retry_ends_with_a_clear_
         (key,) = result["inputRequests"]
         started = time.monotonic()
         done = await client.retry("ask_city", result["requestState"], {key: accept(city="x")})
-        assert done.error["code"] == -32010
+        assert (done.error["code"], done.error["data"]["reason"]) == (-32603, "backend_unavailable")
         assert time.monotonic() - started < 3
 
 
@@ -144,7 +145,11 @@ async def test_silent_backend_call_times_out_on_the_route_timeout_and_is_cancell
         client = BareClient(http, gw.url())
         started = time.monotonic()
         reply = await client.call_tool("wait_for_cancel", {"tag": tag, "seconds": 30})
-        assert (reply.error["code"], reply.error["data"]) == (-32010, {"reason": "timeout"})
+        assert (reply.error["code"], reply.error["data"]) == (
+            -32603,
+            {"reason": "backend_unavailable", "cause": "timeout"},
+        )
+        assert reply.status == 502
         assert time.monotonic() - started < 2.5
         with anyio.fail_after(10):
             while tag not in (await client.call_tool("cancelled")).text.split(","):

@@ -280,7 +280,7 @@ async def test_roots_list_on_a_new_backend_session_reaches_the_client(ts_legacy_
     The TS v1 server sends ``roots/list`` unrelated, i.e. on the session's standalone GET stream,
     as soon as the tool runs, and drops it if no GET stream is open yet (no event store): the
     gateway must have that stream open before it sends the call. This fails (backend timeout,
-    -32010) while ``StreamableHttpSession.open()`` in gateway/legacy/streamable_http.py starts
+    backend_unavailable) while ``StreamableHttpSession.open()`` in gateway/legacy/streamable_http.py starts
     the GET stream as a background task and returns at once, so the ``tools/call`` POST races
     the GET. The 3 s backend timeout only makes such a failure quick."""
     async with (

@@ -1,0 +1,110 @@
+"""The gateway's own error codes and the one JSON-RPC error → HTTP status table (issue 7 item 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import (
+    BACKEND_UNAVAILABLE,
+    HOLD_LOST,
+    OVERLOADED,
+    BackendUnavailable,
+    GatewayError,
+    HoldElsewhere,
+    HoldLost,
+    InvalidRequestState,
+    MissingCapability,
+    Overloaded,
+    UpstreamError,
+    http_status_for,
+)
+from gateway.translate import results
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        BackendUnavailable("timeout", "10.0.0.1:80 timed out"),
+        Overloaded("hold_limit", 3),
+        HoldLost("owner_unreachable"),
+        HoldElsewhere("http://10.0.0.2:8080"),
+        GatewayError("something"),
+    ],
+)
+def test_gateway_conditions_use_no_code_from_the_closed_or_reserved_bands(error: GatewayError) -> None:
+    # basic/index.mdx §Error Codes: -32000..-32019 is legacy (new implementations SHOULD NOT use it),
+    # -32020..-32099 holds only codes the specification defines.
+    assert not -32099 <= error.to_error()["code"] <= -32000
+    assert error.to_error()["code"] == -32603
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "cause", "status"),
+    [
+        (BackendUnavailable("connect_failed"), BACKEND_UNAVAILABLE, "connect_failed", 502),
+        (BackendUnavailable("timeout"), BACKEND_UNAVAILABLE, "timeout", 502),
+        (Overloaded("principal_hold_limit", 2), OVERLOADED, "principal_hold_limit", 503),
+        (HoldLost("owner_unreachable"), HOLD_LOST, "owner_unreachable", 502),
+    ],
+)
+def test_each_condition_has_a_machine_readable_reason_and_a_status_that_does_not_blame_the_client(
+    error: GatewayError, reason: str, cause: str, status: int
+) -> None:
+    data = error.to_error()["data"]
+    assert (data["reason"], data["cause"]) == (reason, cause)
+    assert error.http_status == status
+    assert not 400 <= error.http_status < 500
+
+
+def test_backend_detail_never_reaches_the_client() -> None:
+    error = BackendUnavailable("connect_failed", "backend.internal:8080 refused")
+    assert "backend.internal" not in str(error.to_error())
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (InvalidRequestState("bad_tag"), 400),
+        (MissingCapability({"sampling": {}}), 400),
+        (UpstreamError(-32603, "backend blew up", {"reason": "overloaded"}), 200),
+        (UpstreamError(-32602, "Unknown prompt: x"), 400),
+        (UpstreamError(-32601, "Method not found"), 404),
+    ],
+)
+def test_client_errors_and_relayed_backend_errors_keep_the_spec_statuses(error: GatewayError, status: int) -> None:
+    # A relayed backend error never borrows a gateway status, whatever its data says.
+    assert error.http_status == status
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [(-32700, 400), (-32600, 400), (-32602, 400), (-32601, 404), (-32020, 400), (-32021, 400), (-32022, 400)],
+)
+def test_spec_codes_map_to_their_http_status(code: int, status: int) -> None:
+    assert http_status_for(code) == status
+
+
+@pytest.mark.parametrize(
+    ("backend_code", "code"),
+    [
+        (0, -32603),  # FastMCP: any exception, unknown resource or prompt included
+        (-32000, -32603),
+        (-32010, -32603),
+        (-32021, -32603),  # spec-reserved codes keep their meaning only on their own hop
+        (-32042, -32603),
+        (-32700, -32603),
+        (-32600, -32603),
+        (12345, -32603),
+        ("oops", -32603),
+        (True, -32603),
+        (-32603, -32603),
+        (-32602, -32602),
+        (-32601, -32601),
+        (-32002, -32602),
+    ],
+)
+def test_backend_error_codes_become_codes_the_spec_allows_and_keep_their_message(
+    backend_code: object, code: int
+) -> None:
+    mapped = results.modern_error({"code": backend_code, "message": "Unknown resource: x://y", "data": [1]})
+    assert mapped == {"code": code, "message": "Unknown resource: x://y", "data": [1]}
