@@ -24,25 +24,36 @@ from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
 from gateway.frontdoor.handler import make_handler
 from gateway.frontdoor.legacy_passthrough import PassthroughSessions
+from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import Hold, HoldRegistry
 from gateway.legacy.pool import SessionPool
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
+from gateway.server import handler_options
 from gateway.state.codec import KeyRing
+from gateway.translate.cursors import Cursors
 
 REAP_INTERVAL = 1.0
 
 
 def build_app(settings: Settings) -> web.Application:
     config = settings.config
-    app = web.Application(client_max_size=config.listen.max_body_bytes + 1)
+    # handler_args bound what the HTTP parser accepts wherever the app runs (issue 8 item 4).
+    app = web.Application(client_max_size=config.listen.max_body_bytes + 1, handler_args=handler_options(config.listen))
     app[keys.SETTINGS] = settings
     app[keys.METRICS] = Metrics.create()
     app[keys.READY] = {"routes": False}
     app[keys.ROUTES] = {}
-    app[keys.LISTEN_HUBS] = ListenHubs()
+    limits = config.limits
+    app[keys.LISTEN_HUBS] = ListenHubs(
+        max_streams=limits.max_listen_streams,
+        max_per_principal=limits.max_listen_streams_per_principal,
+        retry_after=limits.retry_after,
+    )
     app[keys.FORWARD_SIGNER] = ForwardSigner(settings.state_keys)
+    app[keys.ORIGINS] = OriginPolicy(config.listen.allowed_origins)
+    app[keys.CURSORS] = Cursors(settings.state_keys)
     app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)

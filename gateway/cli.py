@@ -10,13 +10,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from aiohttp import web
-
 from gateway.config import ConfigError, json_schema, load_config
 from gateway.config.model import BackendConfig
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from gateway import server
     from gateway.app import build_app
     from gateway.observability.logging import configure_logging
 
@@ -28,16 +27,12 @@ def _serve(args: argparse.Namespace) -> int:
     logging_cfg = settings.config.logging
     configure_logging(logging_cfg.level, logging_cfg.json_logs)
     listen = settings.config.listen
-    web.run_app(
+    # The server bounds connections and header sizes (gateway.server); the app, everything else.
+    server.run(
         build_app(settings),
-        host=args.host or listen.host,
-        port=args.port if args.port is not None else listen.port,
-        access_log=None,
-        print=lambda msg: print(msg, file=sys.stderr),
-        shutdown_timeout=10,
-        # A client that closes its connection cancels its request: the call driver then tells the
-        # legacy backend with notifications/cancelled (legacy servers ignore disconnects).
-        handler_cancellation=True,
+        args.host or listen.host,
+        args.port if args.port is not None else listen.port,
+        listen,
     )
     return 0
 

@@ -9,10 +9,12 @@ from aiohttp import web
 
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
+from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import HoldRegistry
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
+from gateway.translate.cursors import Cursors
 
 if TYPE_CHECKING:  # the passthrough module reads these keys, so it cannot be imported here
     from gateway.frontdoor.legacy_passthrough import PassthroughSessions
@@ -27,3 +29,5 @@ READY = web.AppKey("ready", dict[str, bool])
 PASSTHROUGH: web.AppKey[PassthroughSessions] = web.AppKey("legacy_passthrough")
 LISTEN_HUBS = web.AppKey("listen_hubs", ListenHubs)
 FORWARD_SIGNER = web.AppKey("forward_signer", ForwardSigner)
+ORIGINS = web.AppKey("origin_policy", OriginPolicy)
+CURSORS = web.AppKey("cursors", Cursors)

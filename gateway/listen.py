@@ -9,7 +9,8 @@ hub fans out to every listen stream that asked for them, stamped with that strea
 URI when the first listener wants it, ``resources/unsubscribe`` when the last one leaves.
 
 Only what the backend's capabilities support is acknowledged (``tools.listChanged``,
-``prompts.listChanged``, ``resources.listChanged``, ``resources.subscribe``). When the listener
+``prompts.listChanged``, ``resources.listChanged``, ``resources.subscribe``); the rest is omitted
+from the acknowledgment. When the listener
 session breaks, every stream of its hub ends without a final result, so clients reconnect; on
 gateway shutdown streams end gracefully with the final ``complete`` result.
 """
@@ -19,16 +20,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 from aiohttp import web
 
-from gateway.errors import BackendUnavailable, GatewayError
+from gateway.errors import BackendUnavailable, GatewayError, Overloaded
 from gateway.frontdoor.stream import open_sse, sse_event
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification
+from gateway.translate.results import server_info_of, with_server_info
 
 log = structlog.get_logger("gateway.listen")
 
@@ -43,17 +45,21 @@ HEALTH_CHECK_SECONDS = 1.0
 
 
 def acknowledged(requested: Mapping[str, Any], capabilities: Mapping[str, Any]) -> dict[str, Any]:
-    """The subset of ``requested`` a backend with ``capabilities`` can honour."""
+    """The subset of ``requested`` a backend with ``capabilities`` can honour.
+
+    What the backend does not support is omitted, never listed as ``false`` or ``[]``
+    (basic/patterns/subscriptions.mdx §Acknowledgment: "Notification types the server does not
+    support are omitted").
+    """
     out: dict[str, Any] = {}
     for flag, (cap, _) in _LIST_CHANGED.items():
-        if requested.get(flag) is True:
-            section = capabilities.get(cap)
-            out[flag] = bool(isinstance(section, Mapping) and section.get("listChanged"))
+        section = capabilities.get(cap)
+        if requested.get(flag) is True and isinstance(section, Mapping) and section.get("listChanged") is True:
+            out[flag] = True
     uris = requested.get("resourceSubscriptions")
-    if isinstance(uris, list):
-        resources = capabilities.get("resources")
-        can_subscribe = isinstance(resources, Mapping) and bool(resources.get("subscribe"))
-        out["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)] if can_subscribe else []
+    resources = capabilities.get("resources")
+    if isinstance(uris, list) and isinstance(resources, Mapping) and resources.get("subscribe") is True:
+        out["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
     return out
 
 
@@ -82,8 +88,15 @@ class Listener:
 class ListenHub:
     """One listener backend session and the listen streams it feeds."""
 
-    def __init__(self, session: BackendSession, sink: asyncio.Queue[ServerNotification], timeout: float) -> None:
+    def __init__(
+        self,
+        session: BackendSession,
+        sink: asyncio.Queue[ServerNotification],
+        timeout: float,
+        close_session: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
         self.session = session
+        self._close_session = close_session
         self._sink = sink
         self._timeout = timeout
         self._listeners: set[Listener] = set()
@@ -155,7 +168,10 @@ class ListenHub:
                 {
                     "jsonrpc": "2.0",
                     "id": listener.subscription_id,
-                    "result": {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}},
+                    "result": with_server_info(
+                        {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}},
+                        server_info_of(self.session.initialize_result),
+                    ),
                 }
                 if graceful
                 else None
@@ -166,7 +182,10 @@ class ListenHub:
             self._pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump
-        await self.session.close()
+        if self._close_session is not None:
+            await self._close_session(self.session)  # the pool counts it until then
+        else:
+            await self.session.close()
 
 
 async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
@@ -198,46 +217,92 @@ async def stream_listener(request: web.Request, hub: ListenHub, listener: Listen
 
 
 class ListenHubs:
-    """The hubs of one gateway, keyed by (route path, credential digest); opened on first use."""
+    """The hubs of one gateway, keyed by (route path, credential digest); opened on first use.
 
-    def __init__(self) -> None:
+    Bounds (issue 8 items 4 and 11): at most ``max_streams`` listen streams in all and
+    ``max_per_principal`` per credential (past either, :class:`~gateway.errors.Overloaded`, HTTP 503
+    with ``Retry-After``); a hub's backend session counts in its route's ``max_sessions`` (the pool
+    opens it). Opening a hub initializes a backend session, which a hung backend may stretch to its
+    timeout: the lock held meanwhile is the hub key's own, so listens on other routes, or of other
+    credentials, never wait for it.
+    """
+
+    def __init__(self, *, max_streams: int = 1000, max_per_principal: int = 16, retry_after: int = 5) -> None:
         self._hubs: dict[tuple[str, str], ListenHub] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._max_streams = max_streams
+        self._max_per_principal = max_per_principal
+        self._retry_after = retry_after
+        self._streams: Counter[str] = Counter()
+        """Listen streams admitted, per credential digest (including those still opening)."""
 
     def __len__(self) -> int:
         return len(self._hubs)
 
+    @property
+    def stream_count(self) -> int:
+        return sum(self._streams.values())
+
+    def _admit(self, principal: str) -> None:
+        if self.stream_count >= self._max_streams:
+            raise Overloaded("listen_stream_limit", self._retry_after)
+        if self._streams[principal] >= self._max_per_principal:
+            raise Overloaded("principal_listen_stream_limit", self._retry_after)
+        self._streams[principal] += 1
+
+    def leave(self, key: tuple[str, str]) -> None:
+        """A stream admitted by :meth:`join` for ``key`` ended."""
+        principal = key[1]
+        self._streams[principal] -= 1
+        if self._streams[principal] <= 0:
+            del self._streams[principal]
+
     async def join(
-        self, key: tuple[str, str], open_session: Any, timeout: float, wants: Any
+        self,
+        key: tuple[str, str],
+        open_session: Any,
+        timeout: float,
+        wants: Any,
+        close_session: Callable[[Any], Awaitable[None]] | None = None,
     ) -> tuple[ListenHub, Listener]:
         """Add a listener to the hub for ``key`` (opening it if needed); ``wants(capabilities)``
-        gives the listener, so the acknowledgement follows what the backend supports."""
-        async with self._lock:
-            hub = self._hubs.get(key)
-            if hub is None or hub.closed or hub.session.broken:
-                sink: asyncio.Queue[ServerNotification] = asyncio.Queue(maxsize=10_000)
-                session: BackendSession = await open_session(sink)
-                hub = ListenHub(session, sink, timeout)
-                self._hubs[key] = hub
-            listener: Listener = wants(hub.capabilities)
-            try:
-                await hub.add(listener)
-            except BaseException:
-                if hub.listener_count == 0:
-                    del self._hubs[key]
-                    await hub.close(graceful=False)
-                raise
-            return hub, listener
+        gives the listener, so the acknowledgement follows what the backend supports. Every
+        successful join is matched by one :meth:`leave`."""
+        self._admit(key[1])
+        try:
+            lock = self._locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                hub = self._hubs.get(key)
+                if hub is None or hub.closed or hub.session.broken:
+                    sink: asyncio.Queue[ServerNotification] = asyncio.Queue(maxsize=10_000)
+                    session: BackendSession = await open_session(sink)
+                    hub = ListenHub(session, sink, timeout, close_session)
+                    self._hubs[key] = hub
+                listener: Listener = wants(hub.capabilities)
+                try:
+                    await hub.add(listener)
+                except BaseException:
+                    if hub.listener_count == 0 and self._hubs.get(key) is hub:
+                        del self._hubs[key]
+                        await hub.close(graceful=False)
+                    raise
+                return hub, listener
+        except BaseException:
+            self.leave(key)
+            raise
 
     async def close_idle(self) -> None:
-        """Close hubs nobody listens to any more (their backend session is not free)."""
-        async with self._lock:
-            for key, hub in list(self._hubs.items()):
-                if hub.closed or hub.listener_count == 0:
+        """Close hubs nobody listens to any more (their backend session is not free).
+
+        A hub whose key is being joined right now is left to that join."""
+        for key, hub in list(self._hubs.items()):
+            lock = self._locks.get(key)
+            if (hub.closed or hub.listener_count == 0) and not (lock is not None and lock.locked()):
+                if self._hubs.get(key) is hub:
                     del self._hubs[key]
-                    await hub.close(graceful=True)
+                    self._locks.pop(key, None)
+                await hub.close(graceful=True)
 
     async def close_all(self) -> None:
-        async with self._lock:
-            hubs, self._hubs = list(self._hubs.values()), {}
+        hubs, self._hubs = list(self._hubs.values()), {}
         await asyncio.gather(*(h.close(graceful=True) for h in hubs), return_exceptions=True)

@@ -438,11 +438,13 @@ class CallDriver:
             except ValueError:  # the answers do not fit in a token: this round cannot be replayed
                 log.info("replay_log_too_large", route=route.name, entries=len(hold.log))
         self._metrics.input_rounds.labels(route.name).inc()
-        return {
+        result: JsonObj = {
             "resultType": "input_required",
             "inputRequests": {key: p.request for key, p in hold.pending.items()},
             "requestState": token or self._keyring.seal(claims),
         }
+        init = ctx.pooled.session.initialize_result if ctx.pooled is not None else {}
+        return results.with_server_info(result, results.server_info_of(init))
 
     def _url_hold(
         self, ctx: CallContext, request: Accepted, caller: Caller, error: JsonObj, hold: Hold | None
@@ -521,10 +523,7 @@ class CallDriver:
         reusable: bool,
         retry: bool = False,
     ) -> JsonObj:
-        server_info = None
-        if ctx.pooled is not None:
-            info = ctx.pooled.session.initialize_result.get("serverInfo")
-            server_info = info if isinstance(info, Mapping) else None
+        server_info = results.server_info_of(ctx.pooled.session.initialize_result) if ctx.pooled else None
         self._backend.release(ctx, reusable=reusable)
         if final.error is not None:
             error = results.modern_error(final.error)

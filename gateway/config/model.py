@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -19,6 +20,15 @@ class _Strict(BaseModel):
 
 
 PositiveSeconds = Annotated[float, Field(gt=0, le=86_400)]
+
+
+def _looks_like_origin(value: str) -> bool:
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        return False
+    return bool(parts.scheme and parts.hostname) and parts.path in ("", "/") and not (parts.query or parts.fragment)
 
 
 class ListenConfig(_Strict):
@@ -32,11 +42,42 @@ class ListenConfig(_Strict):
     allowed_origins: list[str] | None = Field(
         None,
         description=(
-            "Browser origins allowed to call the gateway (e.g. https://app.example.com). A request whose Origin "
-            "header is not listed gets HTTP 403 (DNS-rebinding protection). Default: null, no Origin check; "
-            "requests without an Origin header (non-browser clients) are never refused by this."
+            "Browser origins allowed to call the gateway besides loopback ones, e.g. https://app.example.com, "
+            "or '*' for any. A request with any other Origin header gets HTTP 403 on every route endpoint "
+            "(DNS-rebinding protection). Loopback origins (localhost, 127.0.0.0/8, [::1]) are always allowed; "
+            "an origin that merely equals the Host header is not. Default: null, loopback origins only. "
+            "Requests without an Origin header (non-browser clients) are never refused by this."
         ),
     )
+
+    max_header_bytes: int = Field(
+        8190,
+        ge=1024,
+        le=65536,
+        description=(
+            "Longest request line and header field accepted, in bytes; a longer one gets HTTP 400 before the "
+            "request reaches a handler."
+        ),
+    )
+    max_headers: int = Field(
+        100, ge=16, le=1000, description="Most header lines one request may carry; more get HTTP 400."
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description=(
+            "Most client connections open at once; past it a new connection gets one HTTP 503 and is closed. "
+            "Keep it below the process's open-file limit minus the backend connections."
+        ),
+    )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, origins: list[str] | None) -> list[str] | None:
+        for origin in origins or []:
+            if origin not in ("*", "null") and not _looks_like_origin(origin):
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path), nor '*'")
+        return origins
 
 
 class StateConfig(_Strict):
@@ -228,6 +269,12 @@ class LimitsConfig(_Strict):
     max_holds: int = Field(10_000, ge=1, description="Most held exchanges across all routes.")
     max_holds_per_principal: int = Field(100, ge=1, description="Most held exchanges per client credential.")
     retry_after: int = Field(5, ge=1, description="Retry-After seconds sent with HTTP 503 when a bound is hit.")
+    max_listen_streams: int = Field(
+        1000, ge=1, description="Most subscriptions/listen streams open at once, across all routes."
+    )
+    max_listen_streams_per_principal: int = Field(
+        16, ge=1, description="Most subscriptions/listen streams one client credential may hold open at once."
+    )
 
 
 class LoggingConfig(_Strict):

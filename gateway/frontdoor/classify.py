@@ -72,6 +72,8 @@ _NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
     {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 )
 _REASON_LIMIT: Final = 200
+MAX_NESTING: Final = 64
+"""Deepest nesting of arrays and objects accepted in a request body (-32600 beyond it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,10 @@ def classify(
     except (UnicodeDecodeError, ValueError, RecursionError):
         # ValueError covers JSONDecodeError and oversized integer literals.
         return Rejection(400, PARSE_ERROR, "Parse error", "bad_json")
+    if _nesting_exceeds(decoded, MAX_NESTING):
+        # Deeper than any real request; re-encoding it (digests, the backend hop) would hit
+        # Python's recursion limit and answer 500.
+        return _invalid_request("too_deep", _id_of(decoded))
     if isinstance(decoded, list):
         return _invalid_request("batch")
     if not isinstance(decoded, dict):
@@ -342,6 +348,28 @@ def _is_json_content_type(content_type_lines: Sequence[str]) -> bool:
         return False
     media = content_type_lines[0].split(";", 1)[0]
     return media.strip().lower() == "application/json"
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _id_of(decoded: Any) -> str | int | None:
+    request_id = decoded.get("id") if isinstance(decoded, dict) else None
+    return request_id if _is_request_id(request_id) else None
 
 
 def _reject_constant(name: str) -> Any:

@@ -7,6 +7,7 @@ with the status from :func:`gateway.errors.http_status_for`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -18,8 +19,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gateway import keys
 from gateway.calls import Caller, RouteRuntime
-from gateway.errors import GatewayError, HoldElsewhere, Overloaded
-from gateway.frontdoor import legacy_passthrough
+from gateway.errors import GatewayError, HoldElsewhere, InvalidParams, Overloaded
+from gateway.frontdoor import legacy_passthrough, upstream_errors
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
 from gateway.frontdoor.headers import check_param_headers
 from gateway.frontdoor.stream import ResponseStream
@@ -27,10 +28,13 @@ from gateway.legacy.pool import credential_digest
 from gateway.listen import Listener, acknowledged, stream_listener
 from gateway.replicas.auth import FORWARD_HEADER
 from gateway.replicas.forward import forward_to_owner
+from gateway.translate.cursors import InvalidCursor
 
 log = structlog.get_logger("gateway.frontdoor")
 
 _HOP_HEADERS = {"authorization"}
+PAGINATED_METHODS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+"""Methods whose ``cursor``/``nextCursor`` the gateway wraps (server/utilities/pagination.mdx)."""
 _TRANSPORT_NAMES = {"sse": "2024-11-05 HTTP+SSE", "stdio": "stdio"}
 
 
@@ -77,14 +81,13 @@ def make_handler(path: str) -> Any:
         settings = app[keys.SETTINGS]
         metrics = app[keys.METRICS]
         started = time.perf_counter()
+        if not app[keys.ORIGINS].allows(request.headers.get("Origin")):
+            # Before anything else, the body included: transports/streamable-http.mdx §Security.
+            metrics.rejections.labels("origin").inc()
+            log.info("request_rejected", route=route.name, reason="origin", status=403)
+            return web.Response(status=403)
         limit = settings.config.listen.max_body_bytes
         body = await request.content.read(limit + 1)
-        origin = request.headers.get("Origin")
-        allowed = settings.config.listen.allowed_origins
-        if origin is not None and allowed is not None and origin not in allowed:
-            metrics.rejections.labels("origin").inc()
-            log.info("request_rejected", reason="origin", status=403)
-            return web.Response(status=403)
         forwarded = FORWARD_HEADER in request.headers
         if forwarded and not app[keys.FORWARD_SIGNER].verify(request.headers[FORWARD_HEADER], path, body):
             metrics.rejections.labels("forward_signature").inc()
@@ -189,14 +192,38 @@ async def _serve_listen(request: web.Request, route: RouteRuntime, outcome: Acce
 
     key = (route.config.path, credential_digest(caller.credential))
     try:
-        hub, listener = await hubs.join(key, open_session, route.config.backend.timeout, listener_for)
+        hub, listener = await hubs.join(
+            key, open_session, route.config.backend.timeout, listener_for, route.pool.close_detached
+        )
     except GatewayError as exc:
         return render_error(outcome.id, exc)
     request.app[keys.METRICS].requests.labels(route.name, outcome.method, "listen").inc()
     try:
         return await stream_listener(request, hub, listener)
     finally:
+        hubs.leave(key)
         await hubs.close_idle()
+
+
+def _unwrap_cursor(request: web.Request, route: RouteRuntime, outcome: Accepted) -> Accepted:
+    """The request with the backend's own cursor in place of the one the gateway issued."""
+    cursor = outcome.params.get("cursor")
+    if cursor is None:
+        return outcome
+    if not isinstance(cursor, str):
+        raise InvalidParams("Invalid cursor", reason="invalid_cursor")
+    try:
+        backend_cursor = request.app[keys.CURSORS].unwrap(route.name, outcome.method, cursor)
+    except InvalidCursor:
+        raise InvalidParams("Invalid cursor", reason="invalid_cursor") from None
+    return dataclasses.replace(outcome, params={**outcome.params, "cursor": backend_cursor})
+
+
+def _wrap_cursor(request: web.Request, route: RouteRuntime, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    cursor = result.get("nextCursor")
+    if isinstance(cursor, str) and cursor:
+        return {**result, "nextCursor": request.app[keys.CURSORS].wrap(route.name, method, cursor)}
+    return result
 
 
 async def _serve_modern(
@@ -218,10 +245,14 @@ async def _serve_modern(
         enabled=outcome.wants_sse,
     )
     caller = caller_of(request, route, forwarded=forwarded)
+    paged = outcome.method in PAGINATED_METHODS
     try:
         try:
             try:
+                if paged:
+                    outcome = _unwrap_cursor(request, route, outcome)
                 result = await driver.call(route, outcome, caller, stream.on_notification)
+                await upstream_errors.check_tool_result(driver, route, caller, outcome, result)
             except HoldElsewhere as elsewhere:
                 # Nothing was sent to the client yet: the owner answers it, through us.
                 forwarded_response = await forward_to_owner(request, route, body, elsewhere.owner_url)
@@ -230,13 +261,16 @@ async def _serve_modern(
                     return forwarded_response
                 # The owner is gone: the route's policy decides (replay, or hold_lost).
                 result = await driver.replay_or_lost(route, outcome, caller, elsewhere.claims, stream.on_notification)
-        except GatewayError as exc:
+        except GatewayError as raised:
+            exc = await upstream_errors.refine_error(driver, route, caller, outcome, raised)
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
             if exc.code not in (-32602, -32601):
                 log.warning("request_failed", reason=exc.reason, code=exc.code, detail=getattr(exc, "detail", None))
             if stream.committed:
                 return await stream.finish(_jsonrpc(outcome.id, error=exc.to_error()))
             return render_error(outcome.id, exc)
+        if paged:
+            result = _wrap_cursor(request, route, outcome.method, result)
         kind = result.get("resultType", "complete")
         metrics.requests.labels(route.name, outcome.method, str(kind)).inc()
         payload = _jsonrpc(outcome.id, result=result)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import os
 import re
@@ -118,9 +119,13 @@ class PassthroughSessions:
         if not gateway_id.startswith(self.PREFIX) or len(gateway_id) > self.MAX_LENGTH:
             return None
         blob = gateway_id[len(self.PREFIX) :]
-        if not _B64URL.fullmatch(blob):
+        # A length of 1 mod 4 is no base64 at all (binascii.Error): a client's typo, not a 500.
+        if not _B64URL.fullmatch(blob) or len(blob) % 4 == 1:
             return None
-        raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
+        try:
+            raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
+        except (binascii.Error, ValueError):
+            return None
         if len(raw) < 12 + 16:
             return None
         for aead in self._aeads:
@@ -129,7 +134,7 @@ class PassthroughSessions:
             except InvalidTag:
                 continue
             claims = json.loads(plain)
-            if claims.get("p") != credential_digest(credential):
+            if not isinstance(claims, dict) or claims.get("p") != credential_digest(credential):
                 return None
             backend_id = claims.get("b")
             return backend_id if isinstance(backend_id, str) else None

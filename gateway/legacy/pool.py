@@ -80,6 +80,8 @@ class SessionPool:
         self._route = route
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
         self._opening = 0
+        self._detached: set[LegacySession] = set()
+        """Listener sessions (subscriptions/listen): not leased, but counted in ``max_sessions``."""
         self._lock = asyncio.Lock()
         self._on_change = on_change
         self.initializations = 0
@@ -89,7 +91,7 @@ class SessionPool:
 
     @property
     def size(self) -> int:
-        return len(self._all()) + self._opening
+        return len(self._all()) + len(self._detached) + self._opening
 
     @property
     def leased_count(self) -> int:
@@ -178,8 +180,28 @@ class SessionPool:
             asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
-        """A session outside the pool (a subscription listener) whose notifications go to ``sink``."""
-        return await self._open({}, headers, sink=sink)
+        """A session no call leases (a subscription listener) whose notifications go to ``sink``.
+
+        It counts in ``max_sessions`` like any other (for stdio it is a process too) until
+        :meth:`close_detached`: past the bound an idle session is evicted, else :class:`Overloaded`.
+        """
+        async with self._lock:
+            if self.size >= self._route.backend.max_sessions and not self._evict_one():
+                raise Overloaded("backend_sessions_exhausted", retry_after=1)
+            self._opening += 1
+        try:
+            session = await self._open({}, headers, sink=sink)
+        finally:
+            self._opening -= 1
+        self._detached.add(session)
+        self._report()
+        return session
+
+    async def close_detached(self, session: LegacySession) -> None:
+        """Close a session from :meth:`open_detached`; its place in ``max_sessions`` is free again."""
+        self._detached.discard(session)
+        self._report()
+        await session.close()
 
     async def _open(
         self,
@@ -251,8 +273,9 @@ class SessionPool:
 
     async def close(self) -> None:
         """Close every session (idle and in use) with DELETE; used at shutdown."""
-        everything = self._all()
+        everything = [p.session for p in self._all()] + list(self._detached)
         self._sessions.clear()
+        self._detached.clear()
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(p.session.close() for p in everything), return_exceptions=True)
+            await asyncio.gather(*(session.close() for session in everything), return_exceptions=True)
         self._report()

@@ -49,8 +49,25 @@ def complete_result(
     if method in CACHEABLE_METHODS:
         result["ttlMs"] = ttl_ms if cacheable else 0
         result["cacheScope"] = cache_scope if cacheable else "private"
+    return with_server_info(result, server_info)
+
+
+def server_info_of(initialize_result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The backend's ``serverInfo`` from its ``initialize`` result, if it sent a usable one."""
+    info = initialize_result.get("serverInfo")
+    return info if isinstance(info, Mapping) and info else None
+
+
+def with_server_info(result: JsonObj, server_info: Mapping[str, Any] | None) -> JsonObj:
+    """``result`` with the backend's ``serverInfo`` in its ``_meta``.
+
+    basic/index.mdx §_meta: servers SHOULD include ``io.modelcontextprotocol/serverInfo`` in every
+    result's ``_meta``, so complete results, ``input_required`` results and the final result of a
+    listen stream all carry it. A value the backend already put there is kept.
+    """
     if server_info:
-        meta = dict(result.get("_meta") or {})
+        existing = result.get("_meta")
+        meta = dict(existing) if isinstance(existing, Mapping) else {}
         meta.setdefault(SERVER_INFO_META_KEY, dict(server_info))
         result["_meta"] = meta
     return result
@@ -73,10 +90,7 @@ def discover_result(initialize_result: Mapping[str, Any], *, ttl_ms: int, cache_
     instructions = initialize_result.get("instructions")
     if isinstance(instructions, str):
         result["instructions"] = instructions
-    server_info = initialize_result.get("serverInfo")
-    if isinstance(server_info, Mapping):
-        result["_meta"] = {SERVER_INFO_META_KEY: dict(server_info)}
-    return result
+    return with_server_info(result, server_info_of(initialize_result))
 
 
 def modern_error(error: Mapping[str, Any]) -> JsonObj:

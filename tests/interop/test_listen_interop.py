@@ -103,12 +103,18 @@ async def test_listen_stream_wire_shape_and_graceful_close_on_shutdown(legacy_se
             assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-1"
             await gw.app[keys.LISTEN_HUBS].close_all()
             final = await _next_message(resp)
+            # Every result carries serverInfo (basic/index.mdx §_meta), the listen stream's final one too.
+            server_info = final["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]  # type: ignore[index]
+            assert server_info["name"] == "mrtr-legacy-peer"
             assert final == {
                 "jsonrpc": "2.0",
                 "id": "listen-1",
                 "result": {
                     "resultType": "complete",
-                    "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"},
+                    "_meta": {
+                        "io.modelcontextprotocol/subscriptionId": "listen-1",
+                        "io.modelcontextprotocol/serverInfo": server_info,
+                    },
                 },
             }
 

@@ -1,0 +1,98 @@
+"""A backend's failure that was really the client's invalid params: ask the backend's listings.
+
+After the backend failed a ``tools/call``, ``prompts/get`` or ``resources/read`` with a JSON-RPC
+error that is not already -32602 (or, for ``tools/call``, with an ``isError`` result), the front
+door lists the backend's tools, prompts or resources and templates with the caller's credential,
+and answers -32602 when the name or URI is unknown or a required prompt argument is missing
+(:mod:`gateway.translate.catalogue`). Otherwise the backend's answer stands. A listing that fails,
+or that the backend does not support, leaves the answer as it was: this never turns a backend
+failure into the client's fault on a guess. Only failed calls pay for the extra listing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from gateway.calls import CallDriver, Caller, RouteRuntime
+from gateway.calls.context import internal_request
+from gateway.errors import GatewayError, InvalidParams, UpstreamError
+from gateway.frontdoor.classify import Accepted
+from gateway.translate import catalogue
+
+log = structlog.get_logger("gateway.frontdoor")
+
+MAX_PAGES = 20
+"""Pages of one listing read at most (a backend that pages forever is not followed further)."""
+_LISTED = {"tools/call": ("tools/list", "tools"), "prompts/get": ("prompts/list", "prompts")}
+
+
+async def _listing(
+    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, method: str, field: str
+) -> list[Any]:
+    entries: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        params: dict[str, Any] = {"cursor": cursor} if cursor else {}
+        page = await driver.call(route, internal_request(method, params, request.client_capabilities), caller)
+        items = page.get(field)
+        entries.extend(items if isinstance(items, list) else [])
+        next_cursor = page.get("nextCursor")
+        cursor = next_cursor if isinstance(next_cursor, str) and next_cursor else None
+        if cursor is None:
+            break
+    return entries
+
+
+async def _problem(driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted) -> str | None:
+    params = request.params
+    if request.method == "resources/read":
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return None
+        resources = await _listing(driver, route, caller, request, "resources/list", "resources")
+        templates = await _listing(driver, route, caller, request, "resources/templates/list", "resourceTemplates")
+        return catalogue.unknown_resource(resources, templates, uri)
+    listed = _LISTED.get(request.method)
+    name = params.get("name")
+    if listed is None or not isinstance(name, str):
+        return None
+    entries = await _listing(driver, route, caller, request, *listed)
+    if request.method == "tools/call":
+        return catalogue.unknown_tool(entries, name)
+    return catalogue.prompt_problem(entries, name, params.get("arguments"))
+
+
+async def refine_error(
+    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, exc: GatewayError
+) -> GatewayError:
+    """``exc``, or -32602 when the backend's listings show the client named something unknown."""
+    if (
+        not isinstance(exc, UpstreamError)
+        or exc.code == InvalidParams.code
+        or request.method not in (*_LISTED, "resources/read")
+    ):
+        return exc
+    return await _checked(driver, route, caller, request) or exc
+
+
+async def check_tool_result(
+    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, result: Mapping[str, Any]
+) -> None:
+    """Raise -32602 when an ``isError`` result of ``tools/call`` answered an unknown tool."""
+    if request.method != "tools/call" or result.get("isError") is not True or "requestState" in request.params:
+        return
+    refused = await _checked(driver, route, caller, request)
+    if refused is not None:
+        raise refused
+
+
+async def _checked(driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted) -> InvalidParams | None:
+    try:
+        problem = await _problem(driver, route, caller, request)
+    except GatewayError as exc:  # the listing failed: the backend's own answer stands
+        log.info("catalogue_unavailable", route=route.name, reason=exc.reason)
+        return None
+    return None if problem is None else InvalidParams(problem, reason="unknown_name")

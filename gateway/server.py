@@ -1,0 +1,109 @@
+"""Serving the app: HTTP parser bounds and a cap on concurrent client connections.
+
+Bounds a client controls before any handler runs (issue 8 item 4):
+
+* header size and count: aiohttp's parser refuses a longer header line or field, or more header
+  lines, with 400 before the request reaches the app (``listen.max_header_bytes``,
+  ``listen.max_headers``);
+* concurrent connections (``listen.max_connections``): past the cap a new connection gets one
+  ``503 Service Unavailable`` with ``Connection: close`` and is closed at once, so a flood of
+  connections that never finish their request cannot take every file descriptor (a slow header
+  has no timeout in aiohttp: the cap is what keeps the gateway serving).
+
+:func:`listen` binds the socket with :class:`ConnectionLimiter` around the runner's protocol
+factory (public aiohttp API only: ``runner.server`` and ``loop.create_server``); :func:`run` is the
+process's whole life, signals and graceful shutdown included (what ``web.run_app`` does, plus the cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any, Final
+
+import structlog
+from aiohttp import web
+
+from gateway.config.model import ListenConfig
+
+log = structlog.get_logger("gateway.server")
+
+SHUTDOWN_TIMEOUT: Final = 10.0
+_REFUSAL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
+)
+
+
+def handler_options(listen: ListenConfig) -> dict[str, Any]:
+    """aiohttp request-handler options (``web.AppRunner(app, **handler_options(...))``)."""
+    return {
+        "max_line_size": listen.max_header_bytes,
+        "max_field_size": listen.max_header_bytes,
+        "max_headers": listen.max_headers,
+    }
+
+
+class _Refuse(asyncio.Protocol):
+    """A connection over the cap: one 503, then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(_REFUSAL)
+        transport.close()
+
+
+class ConnectionLimiter:
+    """A protocol factory that hands out at most ``limit`` live connections of ``server``."""
+
+    def __init__(self, server: web.Server, limit: int, on_refuse: Callable[[], None] | None = None) -> None:
+        self._server = server
+        self._limit = limit
+        self._on_refuse = on_refuse
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        if len(self._server.connections) >= self._limit:
+            if self._on_refuse is not None:
+                self._on_refuse()
+            return _Refuse()
+        return self._server()
+
+
+async def listen(
+    runner: web.AppRunner, host: str, port: int, max_connections: int, on_refuse: Callable[[], None] | None = None
+) -> asyncio.AbstractServer:
+    """Bind ``host:port`` for an already set-up ``runner``, capped at ``max_connections``."""
+    assert runner.server is not None, "call runner.setup() first"
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        ConnectionLimiter(runner.server, max_connections, on_refuse), host, port, reuse_address=True
+    )
+
+
+def run(app: web.Application, host: str, port: int, listen_config: ListenConfig) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM, then shut down in ``app``'s documented order."""
+    asyncio.run(_serve(app, host, port, listen_config))
+
+
+async def _serve(app: web.Application, host: str, port: int, listen_config: ListenConfig) -> None:
+    # A client that closes its connection cancels its request: the call driver then tells the
+    # legacy backend with notifications/cancelled (legacy servers ignore disconnects).
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handler_cancellation=True)
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        server = await listen(runner, host, port, listen_config.max_connections, _refused)
+        log.info("listening", url=f"http://{host}:{port}", max_connections=listen_config.max_connections)
+        try:
+            await stop.wait()
+        finally:
+            server.close()  # 1. stop accepting; the rest is the runner's (see gateway.app)
+    finally:
+        await runner.cleanup()
+
+
+def _refused() -> None:
+    log.warning("connection_refused", reason="max_connections")
