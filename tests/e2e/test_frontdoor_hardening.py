@@ -177,6 +177,11 @@ PING = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
         pytest.param("POST", {**LEGACY_POST, "Mcp-Session-Id": "s1." + "A" * 4000}, PING, id="session-id-too-long"),
         pytest.param("POST", {**LEGACY_POST, "Mcp-Session-Id": "s1.=="}, PING, id="session-id-padding"),
         pytest.param("POST", TOOLS_CALL_HEADERS, _tools_call(_nested(1000)), id="arguments-1000-deep"),
+        # Just under the decoder's limit, re-encoding deeper in the stack overflowed: HTTP 500 before.
+        *(
+            pytest.param("POST", TOOLS_CALL_HEADERS, _tools_call(_nested(d)), id=f"arguments-{d}-deep")
+            for d in (976, 978, 980)
+        ),
         pytest.param("POST", TOOLS_CALL_HEADERS, _tools_call(_nested(65)), id="arguments-65-deep"),
         pytest.param("POST", TOOLS_CALL_HEADERS, b"[" * 100_000 + b"]" * 100_000, id="array-100000-deep"),
         pytest.param(
