@@ -289,7 +289,14 @@ class ListenHubs:
                 return hub, listener
         except BaseException:
             self.leave(key)
+            self._forget_lock(key)
             raise
+
+    def _forget_lock(self, key: tuple[str, str]) -> None:
+        """Drop the lock of a key with no hub and no join in progress (keys are client-chosen)."""
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked() and key not in self._hubs:
+            del self._locks[key]
 
     async def close_idle(self) -> None:
         """Close hubs nobody listens to any more (their backend session is not free).
@@ -300,7 +307,7 @@ class ListenHubs:
             if (hub.closed or hub.listener_count == 0) and not (lock is not None and lock.locked()):
                 if self._hubs.get(key) is hub:
                     del self._hubs[key]
-                    self._locks.pop(key, None)
+                    self._forget_lock(key)
                 await hub.close(graceful=True)
 
     async def close_all(self) -> None:

@@ -84,9 +84,12 @@ async def test_listen_sessions_count_in_the_routes_max_sessions(
         for who in ("alice", "bob"):
             assert (await streams.enter_async_context(listen(http, gw.url(), who))).status == 200
         assert gw.app[keys.ROUTES]["/mcp"].pool.size == 2
-        async with listen(http, gw.url(), "carol") as refused:
-            assert refused.status == 503
-            assert (await refused.json())["error"]["data"]["cause"] == "backend_sessions_exhausted"
+        for who in ("carol", "erin", "frank"):
+            async with listen(http, gw.url(), who) as refused:
+                assert refused.status == 503
+                assert (await refused.json())["error"]["data"]["cause"] == "backend_sessions_exhausted"
+        hubs = gw.app[keys.LISTEN_HUBS]
+        assert (len(hubs), hubs.stream_count, len(hubs._locks)) == (2, 2, 2), "refused keys leave nothing behind"
         call = await BareClient(http, gw.url(), authorization="Bearer dave").call_tool("add", {"a": 1, "b": 2})
         assert call.error["data"]["cause"] == "backend_sessions_exhausted"
         await streams.aclose()
