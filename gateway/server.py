@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
 from aiohttp import web
 
+from gateway import keys
 from gateway.config.model import ListenConfig
 
 log = structlog.get_logger("gateway.server")
@@ -95,7 +97,7 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        server = await listen(runner, host, port, listen_config.max_connections, _refused)
+        server = await listen(runner, host, port, listen_config.max_connections, _Refusals(app))
         log.info("listening", url=f"http://{host}:{port}", max_connections=listen_config.max_connections)
         try:
             await stop.wait()
@@ -105,5 +107,21 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
         await runner.cleanup()
 
 
-def _refused() -> None:
-    log.warning("connection_refused", reason="max_connections")
+class _Refusals:
+    """Counts connections refused at the cap; logs at most one line per :data:`LOG_EVERY` seconds
+    (a connection flood must not become a log flood)."""
+
+    LOG_EVERY: Final = 10.0
+
+    def __init__(self, app: web.Application) -> None:
+        self._counter = app[keys.METRICS].rejections.labels("max_connections")
+        self._next_log = 0.0
+        self._since_log = 0
+
+    def __call__(self) -> None:
+        self._counter.inc()
+        self._since_log += 1
+        now = time.monotonic()
+        if now >= self._next_log:
+            log.warning("connections_refused", reason="max_connections", count=self._since_log)
+            self._next_log, self._since_log = now + self.LOG_EVERY, 0

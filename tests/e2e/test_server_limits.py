@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import socket
 import sys
@@ -128,6 +129,21 @@ async def test_serve_runs_capped_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
             healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             assert (await _first_line(port, healthz)).startswith(b"HTTP/1.1 503")
             writer.close()
+            metrics = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            while True:  # the freed place is usable once the gateway has seen the close
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(metrics)
+                try:
+                    answer = await reader.read()
+                except ConnectionError:  # refused and closed while we were still writing
+                    answer = b""
+                writer.close()
+                if answer.startswith(b"HTTP/1.1 200"):
+                    break
+                await asyncio.sleep(0.05)
+            refused = re.search(rb'mrtr_gateway_rejections_total\{reason="max_connections"\} (\d+)', answer)
+            assert refused is not None, answer
+            assert int(refused.group(1)) >= 1
             proc.send_signal(signal.SIGTERM)
             assert await proc.wait() == 0
     finally:
