@@ -39,6 +39,11 @@ class ListenConfig(_Strict):
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger bodies get HTTP 413."
     )
+    body_timeout: PositiveSeconds = Field(
+        30,
+        description="Seconds a client may take to send a request body; a slower or stalled one gets HTTP 408 and "
+        "its connection is closed.",
+    )
     allowed_origins: list[str] | None = Field(
         None,
         description=(
@@ -120,6 +125,45 @@ class CacheHints(_Strict):
     )
 
 
+class BackendLimitsConfig(_Strict):
+    """Bounds on what one backend may send; past one, the call fails with a backend error
+    (``backend_flood`` or ``malformed_response``) and the session is closed."""
+
+    max_message_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest backend message: one SSE event (with any comments before it), one JSON response "
+        "body, one stdio line.",
+    )
+    max_round_requests: int = Field(
+        64, ge=1, description="Most server requests (elicitation, sampling, roots) gathered into one input round."
+    )
+    max_round_messages: int = Field(
+        1024, ge=1, description="Most backend messages (requests and notifications) received while a round gathers."
+    )
+    max_round_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Most bytes of backend messages received while a round gathers."
+    )
+    max_queued_messages: int = Field(
+        1024, ge=1, description="Most unread backend messages kept for one call (e.g. while it is held)."
+    )
+    max_queued_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Most bytes of unread backend messages kept for one call."
+    )
+    stream_idle_timeout: PositiveSeconds = Field(
+        300,
+        description="Seconds the standalone GET stream of a streamable-HTTP session may stay silent (not even a "
+        "comment) before it is reopened.",
+    )
+    stream_reconnects: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Consecutive reopenings of the GET stream that deliver no message before it is given up "
+        "(jittered, doubling backoff between them, up to 5 s).",
+    )
+
+
 class BackendConfig(_Strict):
     """The legacy MCP server behind a route."""
 
@@ -176,6 +220,7 @@ class BackendConfig(_Strict):
         description="Seconds an unused backend session is kept before it is closed (DELETE; stdio: the process "
         "is stopped).",
     )
+    limits: BackendLimitsConfig = Field(default_factory=BackendLimitsConfig)
 
     @field_validator("url")
     @classmethod

@@ -1,8 +1,9 @@
 """The 2026-07-28 HTTP endpoint of one route.
 
-Reads the body (bounded), asks the pure classifier what the request is, hands accepted requests
-to the call driver and writes one JSON-RPC response. Rejections and gateway errors are written
-with the status from :func:`gateway.errors.http_status_for`.
+Reads the whole body (bounded in size and time: :mod:`gateway.frontdoor.body`), asks the pure
+classifier what the request is, hands accepted requests to the call driver and writes one JSON-RPC
+response. Rejections and gateway errors are written with the status from
+:func:`gateway.errors.http_status_for`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gateway import keys
 from gateway.calls import Caller, RouteRuntime
 from gateway.errors import GatewayError, HoldElsewhere, InvalidParams, Overloaded
 from gateway.frontdoor import legacy_passthrough, upstream_errors
+from gateway.frontdoor.body import BodyTimeout, BodyTooLarge, close_after, read_body
 from gateway.frontdoor.classify import Accepted, LegacyHandshake, NotificationAccepted, Rejection, classify
 from gateway.frontdoor.headers import check_param_headers
 from gateway.frontdoor.stream import ResponseStream
@@ -74,6 +76,12 @@ def caller_of(request: web.Request, route: RouteRuntime, *, forwarded: bool = Fa
     return Caller(credential=credential, forward_headers=forward, forwarded=forwarded)
 
 
+def _refuse_body(request: web.Request, rejection: Rejection) -> web.Response:
+    request.app[keys.METRICS].rejections.labels(rejection.reason).inc()
+    log.info("request_rejected", reason=rejection.reason, status=rejection.http_status)
+    return render_rejection(rejection)
+
+
 def make_handler(path: str) -> Any:
     async def handle(request: web.Request) -> web.StreamResponse:
         app = request.app
@@ -87,7 +95,13 @@ def make_handler(path: str) -> Any:
             log.info("request_rejected", route=route.name, reason="origin", status=403)
             return web.Response(status=403)
         limit = settings.config.listen.max_body_bytes
-        body = await request.content.read(limit + 1)
+        try:
+            body = await read_body(request, limit=limit, timeout=settings.config.listen.body_timeout)
+        except BodyTooLarge:
+            return _refuse_body(request, Rejection(413, None, "Content Too Large", "body_too_large"))
+        except BodyTimeout:
+            refusal = _refuse_body(request, Rejection(408, None, "Request Timeout", "body_timeout"))
+            return await close_after(request, refusal)
         forwarded = FORWARD_HEADER in request.headers
         if forwarded and not app[keys.FORWARD_SIGNER].verify(request.headers[FORWARD_HEADER], path, body):
             metrics.rejections.labels("forward_signature").inc()

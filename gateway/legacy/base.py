@@ -21,15 +21,20 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import io
 import itertools
+import json
+import random
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import structlog
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from yarl import URL
 
 from gateway.errors import BackendUnavailable
+from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
     Exchange,
     FinalResponse,
@@ -38,7 +43,7 @@ from gateway.legacy.session import (
     ServerRequest,
     SessionExpired,
 )
-from gateway.legacy.sse import SSEEvent, SSEParser
+from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 
 log = structlog.get_logger("gateway.legacy")
 
@@ -66,6 +71,11 @@ def backend_errors(what: str) -> Iterator[None]:
         raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
 
 
+def jittered(seconds: float) -> float:
+    """``seconds`` spread over [50 %, 100 %], so sessions dropped together do not come back together."""
+    return seconds * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+
+
 def jsonrpc_messages(payload: Any) -> list[JsonObj]:
     """Backend bodies are one JSON-RPC message or (2025-03-26) a batch of them."""
     items = payload if isinstance(payload, list) else [payload]
@@ -87,11 +97,43 @@ def final_response(message: JsonObj) -> FinalResponse:
     return FinalResponse(result=result)
 
 
-async def sse_events(resp: aiohttp.ClientResponse) -> AsyncIterator[SSEEvent]:
-    parser = SSEParser()
-    async for chunk in resp.content.iter_any():
-        for event in parser.feed(chunk):
-            yield event
+SSE_SLICE_BYTES = 4 * 1024
+"""Bytes parsed between two checks of how long the event loop has been held."""
+LOOP_HOLD_SECONDS = 0.002
+"""Parsing yields to the event loop once it has held it this long (one slice may overshoot)."""
+
+
+async def sse_events(
+    resp: aiohttp.ClientResponse,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    idle_timeout: float | None = None,
+) -> AsyncIterator[SSEEvent]:
+    """The events of one backend SSE response, without ever holding the event loop for long.
+
+    Chunks are parsed in slices of :data:`SSE_SLICE_BYTES`; once parsing has held the loop for
+    :data:`LOOP_HOLD_SECONDS` it yields (``sleep(0)``), so a flood of tiny lines or one huge event
+    costs other requests a few milliseconds at most. ``idle_timeout`` bounds the silence between
+    two reads (``TimeoutError``); the parser bounds the bytes between two events
+    (:class:`~gateway.legacy.sse.SSELimitError`).
+    """
+    parser = SSEParser(max_event_bytes)
+    loop = asyncio.get_running_loop()
+    held_since = loop.time()
+    while True:
+        if idle_timeout is None:
+            chunk = await resp.content.readany()
+        else:
+            async with asyncio.timeout(idle_timeout):
+                chunk = await resp.content.readany()
+        if not chunk:
+            return
+        for offset in range(0, len(chunk), SSE_SLICE_BYTES):
+            for event in parser.feed(chunk[offset : offset + SSE_SLICE_BYTES]):
+                yield event
+            if loop.time() - held_since > LOOP_HOLD_SECONDS:
+                await asyncio.sleep(0)
+                held_since = loop.time()
 
 
 class LegacySessionBase(abc.ABC):
@@ -104,7 +146,9 @@ class LegacySessionBase(abc.ABC):
         timeout: float,
         connect_timeout: float,
         offer_version: str | None = None,
+        limits: BackendLimits | None = None,
     ) -> None:
+        self._limits = limits or BackendLimits()
         self._capabilities = capabilities
         self._timeout = timeout
         self._connect_timeout = connect_timeout
@@ -160,6 +204,14 @@ class LegacySessionBase(abc.ABC):
     def attach(self, exchange: Exchange | None) -> None:
         self._attached = exchange
 
+    def _new_exchange(self, request_id: int | str, method: str) -> BoundedExchange:
+        """An exchange bounded by the route's limits; crossing one breaks this session."""
+        return BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
+
+    def _flooded(self, detail: str) -> None:
+        self._broken = True
+        log.warning("backend_flood", detail=detail)
+
     def mark_broken(self) -> None:
         self._broken = True
 
@@ -183,8 +235,9 @@ class LegacySessionBase(abc.ABC):
         self._version = str(version)
         self._init_result = final.result
 
-    async def _dispatch(self, message: JsonObj, exchange: Exchange | None) -> None:
-        """Route one backend message: our response, a server request, or a notification."""
+    async def _dispatch(self, message: JsonObj, exchange: Exchange | None, size: int = 0) -> None:
+        """Route one backend message (``size`` bytes on the wire): our response, a server request,
+        or a notification."""
         if "method" in message:
             method = message["method"]
             params = message.get("params") or {}
@@ -205,19 +258,31 @@ class LegacySessionBase(abc.ABC):
                         },
                     )
                     return
-                target.push(ServerRequest(request_id, method, params))
+                _push(target, ServerRequest(request_id, method, params), size)
                 return
             notification = ServerNotification(method, params)
             if exchange is not None:
-                exchange.push(notification)
+                _push(exchange, notification, size)
             elif self._attached is not None:
-                self._attached.push(notification)
+                _push(self._attached, notification, size)
             if self.notification_sink is not None:
                 with contextlib.suppress(asyncio.QueueFull):
                     self.notification_sink.put_nowait(notification)
             return
         if exchange is not None and message.get("id") == exchange.request_id:
             exchange.push(final_response(message))
+
+
+def _push(exchange: Exchange, event: ServerRequest | ServerNotification, size: int) -> None:
+    if isinstance(exchange, BoundedExchange):
+        exchange.push_sized(event, size)
+    else:
+        exchange.push(event)
+
+
+def message_size(raw: str | bytes, count: int) -> int:
+    """Wire bytes charged to each of ``count`` messages decoded from ``raw`` (a batch shares them)."""
+    return len(raw) // max(count, 1) + 1
 
 
 class DemuxedSession(LegacySessionBase):
@@ -255,13 +320,13 @@ class DemuxedSession(LegacySessionBase):
         """Track an exchange before sending it: the answer may overtake the send's own completion."""
         if self._failure is not None:
             raise BackendUnavailable(*self._failure)
-        exchange = Exchange(request_id=request_id, method=method)
+        exchange = self._new_exchange(request_id, method)
         self._inflight[request_id] = exchange
         return exchange
 
-    async def _route(self, message: JsonObj) -> None:
+    async def _route(self, message: JsonObj, size: int = 0) -> None:
         if "method" in message:
-            await self._dispatch(message, self._owner())
+            await self._dispatch(message, self._owner(), size)
             return
         request_id = message.get("id")
         exchange = None
@@ -270,7 +335,7 @@ class DemuxedSession(LegacySessionBase):
         if exchange is None:
             log.debug("backend response matches no request", id=repr(request_id)[:40])
             return
-        await self._dispatch(message, exchange)
+        await self._dispatch(message, exchange, size)
 
     def _owner(self) -> Exchange | None:
         """Whom server requests and notifications belong to: the lease holder, else the sole call."""
@@ -295,6 +360,27 @@ class DemuxedSession(LegacySessionBase):
             log.info(f"backend {stream} stream ended", reason=failure.reason, detail=detail)
 
 
+MAX_REDIRECTS = 3
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+async def read_bounded(content: aiohttp.StreamReader, limit: int, *, what: str) -> bytes:
+    """Every byte of a body up to ``limit`` (``readany`` until EOF; a single ``read(n)`` returns
+    only what happens to be buffered)."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise BackendUnavailable("malformed_response", f"{what}: response over {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class HttpSessionBase(LegacySessionBase):
     """What the two HTTP transports add: the shared client, the backend URL, the headers sent."""
 
@@ -308,13 +394,58 @@ class HttpSessionBase(LegacySessionBase):
         timeout: float,
         connect_timeout: float,
         offer_version: str | None = None,
+        limits: BackendLimits | None = None,
     ) -> None:
         self._http = http
         self._url = url
         self._base_headers = dict(headers)
         super().__init__(
-            capabilities=capabilities, timeout=timeout, connect_timeout=connect_timeout, offer_version=offer_version
+            capabilities=capabilities,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            offer_version=offer_version,
+            limits=limits,
         )
+
+    async def _send(self, method: str, url: str | URL, *, what: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        """One backend HTTP request; redirects are followed only within the backend URL's origin.
+
+        The route's ``backend.headers`` and a forwarded ``Authorization`` were meant for the backend
+        URL's origin: a redirect elsewhere fails with ``redirect_refused`` and nothing is sent
+        there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
+        POST needs), at most :data:`MAX_REDIRECTS` times. The caller releases the response.
+        """
+        origin = _origin(URL(self._url))
+        target = URL(url)
+        body = kwargs.pop("json", None)
+        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        for _ in range(MAX_REDIRECTS + 1):
+            if encoded is not None:
+                # a file-like body is written in pieces: a large argument never holds the event loop
+                kwargs["data"] = io.BytesIO(encoded)
+            resp = await self._http.request(method, target, allow_redirects=False, **kwargs)
+            if resp.status not in _REDIRECT_STATUSES:
+                return resp
+            location = resp.headers.get("Location")
+            resp.release()
+            try:
+                following = target.join(URL(location)) if location else None
+            except ValueError:
+                following = None
+            if following is None or _origin(following) != origin:
+                raise BackendUnavailable("redirect_refused", f"{what}: HTTP {resp.status} to another origin")
+            if resp.status not in (307, 308):
+                raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
+            target = following.with_fragment(None)
+        raise BackendUnavailable("bad_status", f"{what}: more than {MAX_REDIRECTS} redirects")
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, *, what: str) -> bytes:
+        """A whole backend response body, at most ``max_message_bytes``, read within the timeout."""
+        limit = self._limits.max_message_bytes
+        if resp.content_length is not None and resp.content_length > limit:
+            raise BackendUnavailable("malformed_response", f"{what}: response over {limit} bytes")
+        async with asyncio.timeout(self._timeout):
+            return await read_bounded(resp.content, limit, what=what)
 
     def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
         if total:

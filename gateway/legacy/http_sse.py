@@ -6,7 +6,9 @@ back channel:
 1. ``GET <sse url>`` (``Accept: text/event-stream``); the first event, ``endpoint``, names the
    URI to POST to. It is resolved against the SSE URL and refused unless it has the same origin
    (scheme, host, port): the gateway would otherwise send the client's credentials wherever the
-   backend points (``endpoint_cross_origin``).
+   backend points (``endpoint_cross_origin``). Redirects of the GET and of the POSTs are
+   followed only within that origin (``redirect_refused`` otherwise, see
+   :meth:`~gateway.legacy.base.HttpSessionBase._send`).
 2. Every client message - requests, notifications, answers to server requests - is its own
    ``POST`` to that endpoint, answered ``202`` (or 200/204) with no JSON-RPC content.
 3. Every server message - responses, server requests, notifications - arrives as a ``message``
@@ -33,7 +35,14 @@ import structlog
 from yarl import URL
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import DemuxedSession, HttpSessionBase, backend_errors, jsonrpc_messages, sse_events
+from gateway.legacy.base import (
+    DemuxedSession,
+    HttpSessionBase,
+    backend_errors,
+    jsonrpc_messages,
+    message_size,
+    sse_events,
+)
 from gateway.legacy.session import JsonObj, SessionExpired
 
 log = structlog.get_logger("gateway.legacy")
@@ -131,13 +140,10 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
             raise BackendUnavailable("stream_closed", f"{what}: the session has no endpoint")
         headers = {**self._base_headers, **extra, "Content-Type": "application/json"}
         with backend_errors(what):
-            async with self._http.post(
-                self._endpoint,
-                json=body,
-                headers=headers,
-                timeout=self._client_timeout(total=True),
-                allow_redirects=False,
-            ) as resp:
+            resp = await self._send(
+                "POST", self._endpoint, what=what, json=body, headers=headers, timeout=self._client_timeout(total=True)
+            )
+            async with resp:
                 if resp.status == 404:
                     # The backend forgot the session (restart, its own idle timeout).
                     self._broken = True
@@ -152,18 +158,20 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
         failure = BackendUnavailable("stream_closed", "the backend closed the SSE stream")
         try:
             with backend_errors("sse stream"):
-                async with self._http.get(
+                resp = await self._send(
+                    "GET",
                     self._url,
+                    what="SSE GET",
                     headers={**self._base_headers, "Accept": "text/event-stream"},
                     timeout=self._client_timeout(total=False),
-                    allow_redirects=False,
-                ) as resp:
+                )
+                async with resp:
                     if resp.status != 200:
                         raise BackendUnavailable("bad_status", f"SSE GET answered HTTP {resp.status}")
                     ctype = resp.headers.get("Content-Type", "")
                     if not ctype.startswith("text/event-stream"):
                         raise BackendUnavailable("malformed_response", f"SSE GET answered {ctype or 'none'!r}")
-                    async for event in sse_events(resp):
+                    async for event in sse_events(resp, max_event_bytes=self._limits.max_message_bytes):
                         if not endpoint.done():
                             if event.event == "endpoint":
                                 endpoint.set_result(resolve_endpoint(self._url, event.data))
@@ -171,8 +179,10 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
                                 raise ValueError("message event before the endpoint event")
                             continue
                         if event.event == "message" and event.data:
-                            for message in jsonrpc_messages(json.loads(event.data)):
-                                await self._route(message)
+                            messages = jsonrpc_messages(json.loads(event.data))
+                            size = message_size(event.data, len(messages))
+                            for message in messages:
+                                await self._route(message, size)
         except asyncio.CancelledError:
             failure = BackendUnavailable("stream_closed", "the session was closed")
             raise

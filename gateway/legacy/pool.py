@@ -25,6 +25,7 @@ import structlog
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
+from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
@@ -229,6 +230,7 @@ class SessionPool:
         backend = self._route.backend
         offer = backend.protocol_version
         legacy_caps = caps.to_legacy(normalized_caps, offer or "2025-11-25")
+        limits = BackendLimits(**backend.limits.model_dump())
         if backend.transport == "stdio":
             assert backend.command is not None  # the config requires it for stdio
             return StdioSession(
@@ -239,6 +241,7 @@ class SessionPool:
                 timeout=backend.timeout,
                 connect_timeout=backend.connect_timeout,
                 offer_version=offer,
+                limits=limits,
             )
         assert backend.url is not None  # the config requires it for HTTP transports
         factory: type[StreamableHttpSession] | type[HttpSseSession]
@@ -251,6 +254,7 @@ class SessionPool:
             timeout=backend.timeout,
             connect_timeout=backend.connect_timeout,
             offer_version=offer,
+            limits=limits,
         )
 
     def _evict_one(self) -> bool:

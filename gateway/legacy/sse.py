@@ -2,12 +2,35 @@
 
 Fed raw bytes as they arrive; yields complete events. Kept free of aiohttp so it can be tested
 on byte strings split at every position.
+
+Every backend byte is attacker-controlled, so the parser is linear in the bytes it is fed and its
+memory is bounded:
+
+* line ends are found by one regular-expression scan of each new chunk (C speed, never a Python
+  loop per byte), and only the new chunk is scanned: an unfinished line is kept as a list of
+  pieces, joined once when its end arrives (never re-scanned, never re-copied per chunk);
+* everything received since the last dispatched event - data, comments, unknown fields, the
+  unfinished line - counts against ``max_event_bytes``. An endless line, an endless event or a
+  flood of comments ends in :class:`SSELimitError` once that budget is spent, never in unbounded
+  growth or a stream that is parsed forever without producing anything.
+
+How long one call to :meth:`SSEParser.feed` may hold the event loop is the caller's business:
+:func:`gateway.legacy.base.sse_events` feeds bounded slices and yields to the loop between them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class SSELimitError(ValueError):
+    """The stream sent more than the allowed bytes without completing an event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,57 +44,70 @@ class SSEEvent:
 class SSEParser:
     """Feed bytes, iterate events. Lines end in CRLF, LF or CR; ``:`` lines are comments."""
 
-    def __init__(self, max_event_bytes: int = 16 * 1024 * 1024) -> None:
-        self._buf = b""
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._partial: list[bytes] = []
+        """Pieces of the line whose end has not arrived yet."""
+        self._partial_len = 0
+        self._skip_lf = False
+        """The last chunk ended in CR: a LF at the start of the next one is the rest of a CRLF."""
         self._event = ""
         self._data: list[str] = []
         self._id: str | None = None
         self._retry: int | None = None
-        self._size = 0
+        self._since_event = 0
+        """Bytes of complete lines received since the last dispatched event."""
         self._max = max_event_bytes
 
     def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
-        self._buf += chunk
-        while True:
-            line, found = self._next_line()
-            if not found:
-                break
+        if self._skip_lf and chunk:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+        start = 0
+        for match in _LINE_END.finditer(chunk):
+            end = match.start()
+            if self._partial:
+                self._partial.append(chunk[start:end])
+                line = b"".join(self._partial)
+                self._partial = []
+                self._partial_len = 0
+            else:
+                line = chunk[start:end]
+            start = match.end()
+            self._since_event += len(line) + (start - end)
+            if self._since_event > self._max:
+                raise SSELimitError("SSE event exceeds the size limit")
             event = self._line(line)
             if event is not None:
                 yield event
-        if len(self._buf) > self._max:
-            raise ValueError("SSE line exceeds the size limit")
+        if chunk.endswith(b"\r"):
+            self._skip_lf = True  # a CR at the very end may be half of a CRLF split across chunks
+        if start < len(chunk):
+            piece = chunk[start:]
+            self._partial.append(piece)
+            self._partial_len += len(piece)
+            if self._since_event + self._partial_len > self._max:
+                raise SSELimitError("SSE line exceeds the size limit")
 
-    def _next_line(self) -> tuple[bytes, bool]:
-        buf = self._buf
-        for i, byte in enumerate(buf):
-            if byte == 0x0A:  # LF
-                self._buf = buf[i + 1 :]
-                return buf[:i], True
-            if byte == 0x0D:  # CR or CRLF; a trailing CR may be half of a CRLF split across chunks
-                if i + 1 == len(buf):
-                    return b"", False
-                self._buf = buf[i + 2 :] if buf[i + 1] == 0x0A else buf[i + 1 :]
-                return buf[:i], True
-        return b"", False
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the event being received (unfinished line included)."""
+        return self._since_event + self._partial_len
 
     def _line(self, raw: bytes) -> SSEEvent | None:
-        line = raw.decode("utf-8", errors="replace")
-        if line == "":
+        if not raw:
             if not self._data and not self._event:
                 self._reset()
                 return None
             event = SSEEvent(self._event or "message", "\n".join(self._data), self._id, self._retry)
             self._reset()
+            self._since_event = 0
             return event
-        if line.startswith(":"):
+        if raw[0] == 0x3A:  # ":" - a comment; not even decoded
             return None
-        field, _, value = line.partition(":")
+        field, _, value = raw.decode("utf-8", errors="replace").partition(":")
         value = value.removeprefix(" ")
         if field == "data":
-            self._size += len(value)
-            if self._size > self._max:
-                raise ValueError("SSE event exceeds the size limit")
             self._data.append(value)
         elif field == "event":
             self._event = value
@@ -85,4 +121,3 @@ class SSEParser:
         self._event = ""
         self._data = []
         self._retry = None
-        self._size = 0

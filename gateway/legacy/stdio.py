@@ -12,7 +12,10 @@ so capabilities and identity stay per session: there is no ``Authorization`` hea
 different principals never share a process. ``backend.max_sessions`` bounds the processes.
 
 Wire: newline-delimited JSON-RPC on stdin/stdout, one message per line, no embedded newlines
-(JSON escapes them); a line over 16 MiB, or one that is not JSON-RPC, is ``malformed_response``.
+(JSON escapes them). Published servers print on stdout too - startup banners ("... running on
+stdio"), debug prints - so a line that is not JSON-RPC is logged (truncated, rate-limited: see
+:class:`NoiseLog`) and skipped; only a line over ``max_message_bytes`` (16 MiB by default) fails
+the session with ``malformed_response``, as does a JSON-RPC message that cannot be routed.
 stderr is drained into a bounded ring buffer, logged at debug when the process is stopped. A
 single reader task routes every stdout message through
 :meth:`~gateway.legacy.base.LegacySessionBase._dispatch`, as :mod:`gateway.legacy.http_sse` does
@@ -35,23 +38,62 @@ import contextlib
 import json
 import os
 import signal
+import time
 from collections.abc import Mapping, Sequence
 
 import structlog
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import DemuxedSession, jsonrpc_messages
+from gateway.legacy.base import DemuxedSession, jsonrpc_messages, message_size
+from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj
 
 log = structlog.get_logger("gateway.legacy")
 
-MAX_LINE_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
 STOP_GRACE = 2.0
 """Seconds allowed after closing stdin, and again after SIGTERM, before the next step."""
 READER_GRACE = 0.5
 """Seconds the pipe readers get to reach end of file once the process is gone."""
 INHERITED_ENV = ("PATH", "HOME", "LANG")
+NOISE_EXCERPT_CHARS = 200
+"""How much of a skipped stdout line is logged."""
+NOISE_LINES_PER_WINDOW = 10
+NOISE_WINDOW = 10.0
+"""At most ``NOISE_LINES_PER_WINDOW`` skipped lines are logged per ``NOISE_WINDOW`` seconds."""
+
+
+class NoiseLog:
+    """Logs the non-JSON-RPC lines a stdio server prints, truncated and rate-limited.
+
+    A chatty server must neither fill the gateway's logs nor hide what it says: the first lines
+    of every window are logged (an excerpt), the rest counted and reported with the next one.
+    """
+
+    def __init__(self, program: str) -> None:
+        self._program = program
+        self._window_start = -NOISE_WINDOW
+        self._logged = 0
+        self._suppressed = 0
+
+    def line(self, raw: bytes) -> None:
+        now = time.monotonic()
+        if now - self._window_start >= NOISE_WINDOW:
+            self._window_start = now
+            self._logged = 0
+        if self._logged >= NOISE_LINES_PER_WINDOW:
+            self._suppressed += 1
+            return
+        self._logged += 1
+        excerpt = raw[: NOISE_EXCERPT_CHARS * 4].decode("utf-8", errors="replace").strip()[:NOISE_EXCERPT_CHARS]
+        log.info(
+            "backend_stdout_skipped",
+            program=self._program,
+            line=excerpt,
+            bytes=len(raw),
+            suppressed_before=self._suppressed,
+        )
+        self._suppressed = 0
 
 
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -74,12 +116,17 @@ class StdioSession(DemuxedSession):
         timeout: float,
         connect_timeout: float,
         offer_version: str | None = None,
+        limits: BackendLimits | None = None,
     ) -> None:
         self._command = list(command)
         self._env = child_env(env or {})
         self._cwd = cwd
         super().__init__(
-            capabilities=capabilities, timeout=timeout, connect_timeout=connect_timeout, offer_version=offer_version
+            capabilities=capabilities,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            offer_version=offer_version,
+            limits=limits,
         )
 
     def _init_transport(self) -> None:
@@ -88,6 +135,7 @@ class StdioSession(DemuxedSession):
         self._reader: asyncio.Task[None] | None = None
         self._stderr_reader: asyncio.Task[None] | None = None
         self._stderr_tail = bytearray()
+        self._noise = NoiseLog(self._command[0])
 
     @property
     def pid(self) -> int | None:
@@ -154,7 +202,7 @@ class StdioSession(DemuxedSession):
                     env=self._env,
                     cwd=self._cwd,
                     start_new_session=True,
-                    limit=MAX_LINE_BYTES,
+                    limit=self._limits.max_message_bytes,
                 )
         except TimeoutError:
             raise BackendUnavailable("spawn_failed", f"{self._command[0]}: not started in time") from None
@@ -208,15 +256,22 @@ class StdioSession(DemuxedSession):
                 try:
                     line = await stdout.readline()
                 except ValueError:  # asyncio's LimitOverrunError, as readline reports it
-                    raise BackendUnavailable("malformed_response", f"a line over {MAX_LINE_BYTES} bytes") from None
+                    limit = self._limits.max_message_bytes
+                    raise BackendUnavailable("malformed_response", f"a line over {limit} bytes") from None
                 if not line:
                     break
                 if not line.strip():
                     continue
                 try:
-                    for message in jsonrpc_messages(json.loads(line)):
-                        await self._route(message)
-                except ValueError as exc:  # not JSON, not JSON-RPC, or a malformed message
+                    messages = jsonrpc_messages(json.loads(line))
+                except ValueError:  # not JSON, or not JSON-RPC: a banner or a debug print
+                    self._noise.line(line)
+                    continue
+                size = message_size(line, len(messages))
+                try:
+                    for message in messages:
+                        await self._route(message, size)
+                except ValueError as exc:  # a JSON-RPC message that cannot be routed
                     raise BackendUnavailable("malformed_response", f"stdout: {exc}") from exc
         except asyncio.CancelledError:
             failure = BackendUnavailable("stream_closed", "the session was closed")

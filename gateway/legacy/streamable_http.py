@@ -28,7 +28,10 @@ from gateway.legacy.base import (
     HttpSessionBase,
     backend_errors,
     final_response,
+    jittered,
     jsonrpc_messages,
+    message_size,
+    read_bounded,
     sse_events,
 )
 from gateway.legacy.session import (
@@ -40,7 +43,8 @@ from gateway.legacy.session import (
 
 log = structlog.get_logger("gateway.legacy")
 
-_MAX_JSON_BYTES = 32 * 1024 * 1024
+_MAX_ERROR_BYTES = 64 * 1024
+"""Most of a 4xx body read to find a JSON-RPC error in it."""
 _RESUME_ATTEMPTS = 3
 
 
@@ -64,9 +68,9 @@ class StreamableHttpSession(HttpSessionBase):
         body = self._initialize_body()
         headers = self._headers(with_version=False)
         with backend_errors("initialize"):
-            async with self._http.post(
-                self._url, json=body, headers=headers, timeout=self._client_timeout(total=True)
-            ) as resp:
+            timeout = self._client_timeout(total=True)
+            resp = await self._send("POST", self._url, what="initialize", json=body, headers=headers, timeout=timeout)
+            async with resp:
                 if resp.status >= 300:
                     raise BackendUnavailable("bad_status", f"initialize answered HTTP {resp.status}")
                 sid = resp.headers.get("Mcp-Session-Id")
@@ -94,16 +98,16 @@ class StreamableHttpSession(HttpSessionBase):
                 await self._get_task
         if self._session_id is not None and not self._http.closed:
             with contextlib.suppress(Exception):
-                async with self._http.delete(
-                    self._url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=5)
-                ):
-                    pass
+                resp = await self._send(
+                    "DELETE", self._url, what="close", headers=self._headers(), timeout=aiohttp.ClientTimeout(total=5)
+                )
+                resp.release()
 
     # -- requests ---------------------------------------------------------------------------
 
     async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
         request_id = next(self._ids)
-        exchange = Exchange(request_id=request_id, method=method)
+        exchange = self._new_exchange(request_id, method)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         resp = await self._post(body, headers, what=method)
         if isinstance(resp, FinalResponse):
@@ -142,8 +146,10 @@ class StreamableHttpSession(HttpSessionBase):
         """POST a request; returns the open response (caller releases), a JSON-RPC error, or raises."""
         with backend_errors(what):
             async with asyncio.timeout(self._timeout):
-                resp = await self._http.post(
+                resp = await self._send(
+                    "POST",
                     self._url,
+                    what=what,
                     json=body,
                     headers=self._headers(extra=extra),
                     timeout=self._client_timeout(total=False),
@@ -165,20 +171,21 @@ class StreamableHttpSession(HttpSessionBase):
             return resp
 
     async def _error_response(self, resp: aiohttp.ClientResponse, request_id: Any, what: str) -> FinalResponse:
-        raw = await resp.content.read(64 * 1024)
         try:
+            async with asyncio.timeout(self._timeout):
+                raw = await read_bounded(resp.content, _MAX_ERROR_BYTES, what=what)
             message = jsonrpc_messages(json.loads(raw))[0]
             if "error" in message and message.get("id") in (request_id, None):
                 return final_response(message)
-        except ValueError:
+        except (ValueError, BackendUnavailable, TimeoutError, aiohttp.ClientError):
             pass
         raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
 
     async def _post_expect_accepted(self, body: JsonObj, *, what: str) -> None:
         with backend_errors(what):
-            async with self._http.post(
-                self._url, json=body, headers=self._headers(), timeout=self._client_timeout(total=True)
-            ) as resp:
+            headers, timeout = self._headers(), self._client_timeout(total=True)
+            resp = await self._send("POST", self._url, what=what, json=body, headers=headers, timeout=timeout)
+            async with resp:
                 if resp.status == 404 and self._session_id is not None:
                     self._broken = True
                     raise BackendUnavailable("session_lost", f"{what}: backend session expired")
@@ -189,7 +196,7 @@ class StreamableHttpSession(HttpSessionBase):
         """Read a JSON or SSE answer to a request that must not involve server requests."""
         ctype = resp.headers.get("Content-Type", "")
         if ctype.startswith("text/event-stream"):
-            exchange = Exchange(request_id=request_id, method="")
+            exchange = self._new_exchange(request_id, "")
             await self._read_call_stream(resp, exchange)
             while True:
                 event = await exchange.next(self._timeout)
@@ -197,9 +204,7 @@ class StreamableHttpSession(HttpSessionBase):
                     return event
         if not ctype.startswith("application/json"):
             raise BackendUnavailable("malformed_response", f"unexpected Content-Type {ctype or 'none'!r}")
-        raw = await resp.content.read(_MAX_JSON_BYTES + 1)
-        if len(raw) > _MAX_JSON_BYTES:
-            raise BackendUnavailable("malformed_response", "response too large")
+        raw = await self._read_body(resp, what="response")
         for message in jsonrpc_messages(json.loads(raw)):
             if message.get("id") == request_id and ("result" in message or "error" in message):
                 return final_response(message)
@@ -214,15 +219,14 @@ class StreamableHttpSession(HttpSessionBase):
             while True:
                 try:
                     with backend_errors(exchange.method or "request"):
-                        async for event in sse_events(resp):
+                        async for event in sse_events(resp, max_event_bytes=self._limits.max_message_bytes):
                             if event.id:
                                 last_id = event.id
                             if event.retry is not None:
                                 retry_ms = event.retry
                             if not event.data or event.event != "message":
                                 continue
-                            for message in jsonrpc_messages(json.loads(event.data)):
-                                await self._dispatch(message, exchange)
+                            await self._dispatch_event(event.data, exchange)
                             if exchange.answered:
                                 return
                 finally:
@@ -230,7 +234,7 @@ class StreamableHttpSession(HttpSessionBase):
                 if last_id is None or attempts >= _RESUME_ATTEMPTS:
                     raise BackendUnavailable("stream_closed", "the backend closed the stream before answering")
                 attempts += 1
-                await asyncio.sleep(min(retry_ms, 5000) / 1000)
+                await asyncio.sleep(jittered(min(retry_ms, 5000) / 1000))
                 resp = await self._resume(last_id)
         except BackendUnavailable as exc:
             if exc.reason == "malformed_response":
@@ -241,8 +245,10 @@ class StreamableHttpSession(HttpSessionBase):
 
     async def _resume(self, last_event_id: str) -> aiohttp.ClientResponse:
         with backend_errors("resume"):
-            resp = await self._http.get(
+            resp = await self._send(
+                "GET",
                 self._url,
+                what="resume",
                 headers={**self._headers(), "Accept": "text/event-stream", "Last-Event-ID": last_event_id},
                 timeout=self._client_timeout(total=False),
             )
@@ -251,31 +257,68 @@ class StreamableHttpSession(HttpSessionBase):
                 raise BackendUnavailable("stream_closed", f"resume answered HTTP {resp.status}")
             return resp
 
+    async def _dispatch_event(self, data: str, exchange: Exchange | None) -> None:
+        messages = jsonrpc_messages(json.loads(data))
+        size = message_size(data, len(messages))
+        for message in messages:
+            await self._dispatch(message, exchange, size)
+
     async def _standalone_stream(self) -> None:
-        """Keep the session's GET stream open and dispatch what arrives (reconnect on drop)."""
+        """Keep the session's GET stream open and dispatch what arrives.
+
+        Bounded like every backend stream (event size, see :func:`~gateway.legacy.base.sse_events`)
+        and also by silence: after ``stream_idle_timeout`` without a byte it is reopened. Reopening
+        waits a jittered, doubling backoff, and gives up after ``stream_reconnects`` consecutive
+        openings that were of no use: that delivered no message, or broke a bound or sent garbage
+        (a stream that floods comments, sends one endless line or garbage counts as failing however
+        often the backend answers 200, and whatever it sent before). A stream that was
+        merely quiet for the whole idle period neither counts as a failure nor as a success
+        (servers send nothing on it for hours, and it costs nothing while it waits).
+        """
+        limits = self._limits
         failures = 0
-        while not self._closed and failures < 5:
+        while not self._closed and failures < limits.stream_reconnects:
+            delivered = idle = abused = False
             try:
-                async with self._http.get(
-                    self._url,
-                    headers={**self._headers(), "Accept": "text/event-stream"},
-                    timeout=self._client_timeout(total=False),
-                ) as resp:
-                    self._get_answered.set()
-                    if resp.status in (404,):
-                        self._broken = True
-                        return
-                    if resp.status != 200 or not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
-                        return  # 405: the server offers no standalone stream
-                    failures = 0
-                    async for event in sse_events(resp):
-                        if event.data and event.event == "message":
-                            for message in jsonrpc_messages(json.loads(event.data)):
-                                await self._dispatch(message, None)
+                with backend_errors("GET stream"):
+                    resp = await self._send(
+                        "GET",
+                        self._url,
+                        what="GET stream",
+                        headers={**self._headers(), "Accept": "text/event-stream"},
+                        timeout=self._client_timeout(total=False),
+                    )
+                    async with resp:
+                        self._get_answered.set()
+                        if resp.status in (404,):
+                            self._broken = True
+                            return
+                        ctype = resp.headers.get("Content-Type", "")
+                        if resp.status != 200 or not ctype.startswith("text/event-stream"):
+                            return  # 405: the server offers no standalone stream
+                        events = sse_events(
+                            resp, max_event_bytes=limits.max_message_bytes, idle_timeout=limits.stream_idle_timeout
+                        )
+                        try:
+                            async for event in events:
+                                if event.data and event.event == "message":
+                                    await self._dispatch_event(event.data, None)
+                                    delivered = True
+                        except TimeoutError:
+                            idle = True  # silent past stream_idle_timeout: reopen it
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # deny-on-error: a broken GET stream only loses unsolicited messages
-                log.debug("backend GET stream dropped", error=type(exc).__name__)
+            except BackendUnavailable as exc:
+                # deny-on-error: a broken GET stream only loses unsolicited messages
+                abused = exc.reason == "malformed_response"
+                log.info("backend GET stream dropped", reason=exc.reason, detail=exc.detail)
+            except Exception as exc:  # deny-on-error: as above, for what the dispatch itself raises
+                log.info("backend GET stream dropped", reason="transport_error", detail=type(exc).__name__)
             self._get_answered.set()  # never keep open() waiting on a stream that failed
-            failures += 1
-            await asyncio.sleep(min(0.2 * 2**failures, 5))
+            if delivered and not abused:
+                failures = 0
+            elif not idle:
+                failures += 1
+            await asyncio.sleep(jittered(min(0.2 * 2**failures, 5)))
+        if failures >= limits.stream_reconnects:
+            log.warning("backend GET stream given up", reconnects=failures)

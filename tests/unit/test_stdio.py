@@ -3,7 +3,8 @@
 The fake speaks newline-delimited JSON-RPC on stdin/stdout like the SDK servers do: it answers
 ``initialize``, and its ``tools/call`` tools each exercise one path of the session - answers out of
 order (``hold`` + ``release``), a server request (``ask``), a ``ping`` from the server, a
-notification, an abrupt exit (``die``), garbage on stdout. Every wait is bounded by ``WAIT``;
+notification, an abrupt exit (``die``), prints that are not JSON-RPC (``garbage``). Like many
+published servers it prints a banner on stdout before serving. Every wait is bounded by ``WAIT``;
 nothing sleeps.
 """
 
@@ -24,6 +25,7 @@ import pytest
 from gateway.config.load import parse_config
 from gateway.errors import BackendUnavailable
 from gateway.legacy import stdio
+from gateway.legacy.limits import BackendLimits
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import Exchange, ExchangeEvent, FinalResponse, ServerNotification, ServerRequest
 from gateway.legacy.stdio import StdioSession
@@ -57,6 +59,7 @@ FAKE_SERVER = textwrap.dedent(
                 return message
 
     print("fake stdio server starting", file=sys.stderr, flush=True)
+    print("Fake MCP Server running on stdio", flush=True)
     while True:
         message = read()
         method, params = message.get("method"), message.get("params", {})
@@ -92,8 +95,12 @@ FAKE_SERVER = textwrap.dedent(
             elif name == "env":
                 answer(message["id"], json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}))
             elif name == "garbage":
-                sys.stdout.write("this is not JSON\\n")
+                for line in ["this is not JSON", "DEBUG: args=" + json.dumps(args), "42", '{"not": "json-rpc"}',
+                             "[1, 2]", "\\xff\\xfe invalid utf-8?", "x" * 5000]:
+                    print(line, flush=True)
+                sys.stdout.buffer.write(b"\\xff\\xfe\\n")
                 sys.stdout.flush()
+                answer(message["id"], "after the noise")
             elif name == "long_line":
                 answer(message["id"], "x" * args["size"])
             elif name == "die":
@@ -255,16 +262,32 @@ async def test_the_attached_exchange_fails_too_when_the_process_exits(fake_serve
         assert session.broken
 
 
-async def test_garbage_on_stdout_is_malformed(fake_server: list[str]) -> None:
-    async with opened(fake_server) as session:
-        exchange = await call(session, "garbage")
-        assert (await failure_of(exchange)).reason == "malformed_response"
-        assert session.broken
+async def test_lines_that_are_not_json_rpc_are_logged_and_skipped(fake_server: list[str]) -> None:
+    """Banners and debug prints on stdout (published servers do both) do not end the session."""
+    async with opened(fake_server) as session:  # the banner came before initialize's answer
+        assert await final_text(await call(session, "garbage", tag="t1")) == "after the noise"
+        assert not session.broken
+        assert await final_text(await call(session, "long_line", size=10)) == "x" * 10
 
 
-async def test_a_line_over_the_limit_is_malformed(fake_server: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 4096)
-    async with opened(fake_server) as session:
+def test_skipped_lines_are_logged_truncated_and_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
+    logged: list[dict[str, Any]] = []
+    monkeypatch.setattr(stdio.log, "info", lambda event, **fields: logged.append({"event": event, **fields}))
+    noise = stdio.NoiseLog("server")
+    for index in range(stdio.NOISE_LINES_PER_WINDOW * 5):
+        noise.line(b"debug %d " % index + b"y" * 100_000)
+    assert len(logged) == stdio.NOISE_LINES_PER_WINDOW
+    assert all(len(entry["line"]) <= stdio.NOISE_EXCERPT_CHARS for entry in logged)
+    assert logged[0]["event"] == "backend_stdout_skipped"
+    assert logged[0]["bytes"] > 100_000
+    monkeypatch.setattr(stdio.time, "monotonic", lambda: 10**9)  # the next window
+    noise.line(b"later")
+    assert logged[-1]["line"] == "later"
+    assert logged[-1]["suppressed_before"] == stdio.NOISE_LINES_PER_WINDOW * 4
+
+
+async def test_a_line_over_the_limit_is_malformed(fake_server: list[str]) -> None:
+    async with opened(fake_server, limits=BackendLimits(max_message_bytes=4096)) as session:
         assert await final_text(await call(session, "long_line", size=1000)) == "x" * 1000
         exchange = await call(session, "long_line", size=10_000)
         assert (await failure_of(exchange)).reason == "malformed_response"
