@@ -87,14 +87,15 @@ async def test_a_body_one_byte_over_the_limit_is_413(echo_url: str, http: aiohtt
         assert (await post(http, gw, trickled(call_body("q" * (5 * 1024 * 1024)))))[0] == 413
 
 
-async def test_a_body_that_never_arrives_is_dropped_after_the_body_timeout(echo_url: str) -> None:
+@pytest.mark.parametrize("sent", [b"", b'{"jsonrpc": "2.0", '], ids=["no-byte", "part"])
+async def test_a_body_that_never_arrives_is_dropped_after_the_body_timeout(echo_url: str, sent: bytes) -> None:
     async with running_gateway([route("echo", "/mcp", echo_url)], listen={"body_timeout": 0.3}) as gw:
         port = int(gw.base.rsplit(":", 1)[1])
         async with asyncio.timeout(BOUND):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             head = "".join(f"{name}: {value}\r\n" for name, value in HEADERS.items())
             writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: 1000\r\n\r\n".encode())
-            writer.write(b'{"jsonrpc": "2.0", ')  # and then nothing more
+            writer.write(sent)  # and then nothing more
             await writer.drain()
             answer = await reader.read()  # until the gateway closes the connection
             writer.close()
