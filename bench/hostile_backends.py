@@ -9,7 +9,8 @@ small in-process aiohttp backend that misbehaves, for at most ``--seconds``:
 
 * ``get-endless-line``: the session's standalone GET stream sends one line that never ends;
 * ``get-comment-flood``: the GET stream sends SSE comments as fast as it can;
-* ``round-flood``: a ``tools/call`` answered by elicitation requests 1 ms apart, without end;
+* ``round-flood``: a ``tools/call`` answered by elicitation requests 1 ms apart, without end
+  (the route's batch window is 200 ms, so every request lands inside it);
 * ``held-flood``: one elicitation (the call is held for the client), then notifications as fast
   as the gateway reads them; the client retries at the end.
 
@@ -146,7 +147,8 @@ async def run_scenario(scenario: str, seconds: float) -> dict[str, Any]:
             f"listen: {{host: 127.0.0.1, port: {port}}}\n"
             "state: {keys: ['bench-key-0123456789abcdef0123456789abcdef']}\n"
             "logging: {level: error}\n"
-            f"routes: [{{name: h, path: /mcp, backend: {{url: '{backend_url}', timeout: {seconds}}}}}]\n"
+            f"routes: [{{name: h, path: /mcp, backend: {{url: '{backend_url}', timeout: {seconds}}}, "
+            "holds: {batch_window: 0.2}}]\n"
         )
     proc = spawn_gateway(cfg.name)
     figures: dict[str, Any] = {"scenario": scenario}
@@ -167,7 +169,12 @@ async def run_scenario(scenario: str, seconds: float) -> dict[str, Any]:
         stop.set()
         hostile.stop.set()
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            figures["stop"] = "did not stop within 10 s of SIGTERM; killed"
+            proc.kill()
+            proc.wait(timeout=10)
         await runner.cleanup()
         os.unlink(cfg.name)
     figures.update(backend_sent_mib=round(hostile.sent / 1024 / 1024, 1), backend_gets=hostile.gets)
@@ -226,7 +233,8 @@ def describe(reply: dict[str, Any]) -> str:
             return f"input_required with {len(result.get('inputRequests', {}))} requests"
         return str(result.get("resultType", "result"))
     error = reply.get("error") or {}
-    return f"error {error.get('code')} {error.get('data', {}).get('reason', '')}"
+    data = error.get("data") or {}
+    return f"error {error.get('code')} {data.get('reason', '')} {data.get('cause', '')}".strip()
 
 
 async def main(seconds: float, out: Path | None) -> int:
