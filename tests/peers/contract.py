@@ -25,5 +25,14 @@ class Color(BaseModel):
     color: str
 
 
+REGION_HEADER = "Region"
+COUNT_HEADER = "Count"
+"""``x-mcp-header`` names of the ``regional`` tool's parameters (mirrored as ``Mcp-Param-Region``/``-Count``)."""
+
+
+def regional_text(region: str, count: int, query: str) -> str:
+    return f"region={region};count={count};query={query}"
+
+
 def color_question(name: str) -> str:
     return f"Hello {name}, which color?"

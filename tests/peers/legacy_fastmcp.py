@@ -29,18 +29,21 @@ import argparse
 import asyncio
 import contextlib
 import weakref
-from typing import Any
+from typing import Annotated, Any
 
 from contract import (
     CITY_QUESTION,
     CITY_SAMPLING_PROMPT,
+    COUNT_HEADER,
     KNOWN_NAMES,
     NAME_QUESTION,
+    REGION_HEADER,
     SUMMARY_PROMPT,
     City,
     Color,
     Name,
     color_question,
+    regional_text,
 )
 from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.fastmcp import Context, FastMCP
@@ -55,7 +58,7 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
 )
-from pydantic import AnyUrl
+from pydantic import AnyUrl, Field
 
 
 def _sampled_text(content: object) -> str:
@@ -82,6 +85,15 @@ def build_server(*, json_response: bool, stateless: bool, log_level: str) -> Fas
     def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
+
+    @mcp.tool()
+    def regional(
+        region: Annotated[str, Field(json_schema_extra={"x-mcp-header": REGION_HEADER})],
+        query: str,
+        count: Annotated[int, Field(json_schema_extra={"x-mcp-header": COUNT_HEADER})] = 0,
+    ) -> str:
+        """Parameters mirrored into Mcp-Param-* headers (x-mcp-header), for the header rules."""
+        return regional_text(region, count, query)
 
     @mcp.tool()
     async def ask_city(ctx: Context) -> str:

@@ -41,13 +41,16 @@ import anyio
 from contract import (
     CITY_QUESTION,
     CITY_SAMPLING_PROMPT,
+    COUNT_HEADER,
     KNOWN_NAMES,
     NAME_QUESTION,
+    REGION_HEADER,
     SUMMARY_PROMPT,
     City,
     Color,
     Name,
     color_question,
+    regional_text,
 )
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -70,6 +73,7 @@ from mcp_types import (
     SamplingMessage,
     TextContent,
 )
+from pydantic import Field
 
 
 def _sampled_text(result: CreateMessageResult) -> str:
@@ -129,6 +133,15 @@ def build_server(*, log_level: str) -> MCPServer:
     def echo(text: str) -> str:
         """Return the text unchanged."""
         return text
+
+    @mcp.tool()
+    def regional(
+        region: Annotated[str, Field(json_schema_extra={"x-mcp-header": REGION_HEADER})],
+        query: str,
+        count: Annotated[int, Field(json_schema_extra={"x-mcp-header": COUNT_HEADER})] = 0,
+    ) -> str:
+        """Parameters mirrored into Mcp-Param-* headers (x-mcp-header), for the header rules."""
+        return regional_text(region, count, query)
 
     @mcp.tool()
     async def ask_city(city: Annotated[ElicitationResult[City], Resolve(ask_city_resolver)]) -> str:
