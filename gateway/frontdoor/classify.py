@@ -46,7 +46,7 @@ from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS, validate_
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from gateway.frontdoor.headers import decode_header_value, quote_for_message
+from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
 
 __all__ = [
     "Accepted",
@@ -399,10 +399,18 @@ def _routing_header_mismatch(
         if not values:
             return _header_mismatch(f"Header mismatch: required {header} header is missing", reason, request_id)
         raw = values[0]
-        header_value = decode_header_value(raw) if header == _NAME_HEADER else raw
+        # Only Mcp-Name may carry the base64 sentinel; every routing header must be a valid field value.
+        if not is_field_value(raw):
+            header_value = None
+        elif header == _NAME_HEADER:
+            header_value = decode_header_value(raw)
+        else:
+            header_value = raw
         if header_value is None:
             return _header_mismatch(
-                f"Header mismatch: {header} header carries a malformed base64 value", reason, request_id
+                f"Header mismatch: {header} header value is malformed (invalid characters or bad base64)",
+                reason,
+                request_id,
             )
         if header_value != body_value:
             return _header_mismatch(

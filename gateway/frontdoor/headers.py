@@ -26,6 +26,7 @@ __all__ = [
     "check_param_headers",
     "decode_header_value",
     "encode_header_value",
+    "is_field_value",
     "param_header_map",
     "quote_for_message",
 ]
@@ -37,6 +38,8 @@ MESSAGE_VALUE_LIMIT: Final = 200
 
 _SENTINEL = re.compile(r"=\?base64\?(?P<payload>.*)\?=", re.DOTALL)
 _PLAIN_SAFE = re.compile(r"[\x20-\x7e]*")
+# RFC 9110 §5.5 as the spec restates it (§Value Encoding): visible ASCII, space and tab.
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
 # RFC 9110 §5.6.2 token: the characters an HTTP field name may use.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # `number` is deliberately absent: the spec forbids it because float rendering is not portable.
@@ -56,12 +59,24 @@ def encode_header_value(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
-def decode_header_value(value: str) -> str | None:
-    """Inverse of :func:`encode_header_value`; `None` when a sentinel is malformed.
+def is_field_value(value: str) -> bool:
+    """Whether `value` has only the characters an HTTP field value may carry.
 
-    Malformed means bad or non-canonical base64, or a payload that is not UTF-8. `None` never
-    equals a body value, so a corrupt header can only ever mismatch.
+    The HTTP server hands over raw non-ASCII bytes as text, so a client that skipped the base64
+    encoding would otherwise compare equal to the body; the spec makes such a value invalid.
     """
+    return _FIELD_VALUE.fullmatch(value) is not None
+
+
+def decode_header_value(value: str) -> str | None:
+    """Inverse of :func:`encode_header_value`; `None` when the value is malformed.
+
+    Malformed means characters no header value may carry (raw non-ASCII, control characters), bad
+    or non-canonical base64, or a payload that is not UTF-8. `None` never equals a body value, so
+    a corrupt header can only ever mismatch.
+    """
+    if not is_field_value(value):
+        return None
     match = _SENTINEL.fullmatch(value)
     if match is None:
         return value
@@ -198,7 +213,7 @@ def check_param_headers(
             return f"Header mismatch: {header} header is missing but argument {argument} is present"
         decoded = decode_header_value(lines[0])
         if decoded is None:
-            return f"Header mismatch: {header} header carries a malformed base64 value"
+            return f"Header mismatch: {header} header value is malformed (invalid characters or bad base64)"
         if not _matches(decoded, value):
             return (
                 f"Header mismatch: {header} header value {quote_for_message(decoded)} "
