@@ -43,6 +43,64 @@ DIFFERENCES: dict[str, Difference] = {
         "§Server Validation asks for 400 on invalid characters; the -32020 body needs a parser that accepts "
         "invalid HTTP, as the reference's does.",
     ),
+    "GET on the endpoint": Difference(
+        reference={"status": 400, "error": -32600},
+        gateway={"status": 405, "body": "empty"},
+        spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: HTTP GET or DELETE to the MCP endpoint "
+        "SHOULD get 405 Method Not Allowed. The reference answers as a 2025-11-25 server missing its session id.",
+    ),
+    "DELETE on the endpoint": Difference(
+        reference={"status": 400, "error": -32600},
+        gateway={"status": 405, "body": "empty"},
+        spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: as for GET, 405.",
+    ),
+    "Accept application/json only": Difference(
+        reference={"status": 406},
+        gateway={"status": 200, "resultType": "complete"},
+        spec="streamable-http.mdx §Sending Messages 2 binds the client to list both types but gives the server no "
+        "rule; §Sending Messages 6 lets the server answer with application/json, which this client accepts, so "
+        "refusing is not required (RFC 9110 §15.5.7: 406 is for when no acceptable representation exists).",
+    ),
+    "Content-Type missing": Difference(
+        reference={"status": 400, "body": "not-jsonrpc"},
+        gateway={"status": 415, "body": "empty"},
+        spec="The spec names no status for a body that is not application/json; RFC 9110 §15.5.16 names 415 "
+        "Unsupported Media Type for exactly this. Both refuse with a 4xx.",
+    ),
+    "Content-Type text/plain": Difference(
+        reference={"status": 400, "body": "not-jsonrpc"},
+        gateway={"status": 415, "body": "empty"},
+        spec="As for a missing Content-Type: RFC 9110 §15.5.16.",
+    ),
+    "body contains NaN": Difference(
+        reference={"status": 200, "resultType": "complete"},
+        gateway={"status": 400, "error": -32700},
+        spec="basic/index.mdx §Messages: messages MUST follow JSON-RPC 2.0, which is JSON (RFC 8259 §6: NaN and "
+        "Infinity are not permitted). The reference's parser accepts the NaN literal; a body that is not JSON "
+        "is a Parse error.",
+    ),
+    "jsonrpc member is 1.0": Difference(
+        reference={"status": 400, "error": -32600, "id": None},
+        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        spec="basic/index.mdx §Error Responses: an error MUST carry the request's id unless it could not be read; "
+        "here it could. The reference answers id null.",
+    ),
+    "params is an array": Difference(
+        reference={"status": 400, "error": -32600, "id": None},
+        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        spec="basic/index.mdx §Error Responses: the id was readable, so it is echoed.",
+    ),
+    "posted JSON-RPC result response": Difference(
+        reference={"status": 400, "error": -32600, "id": None},
+        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        spec="streamable-http.mdx §Sending Messages 4: the client MUST NOT post responses; both refuse with "
+        "-32600. basic/index.mdx §Error Responses: the message's id was readable, so the gateway returns it.",
+    ),
+    "posted JSON-RPC error response": Difference(
+        reference={"status": 400, "error": -32600, "id": None},
+        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        spec="As for a posted result response.",
+    ),
 }
 
 NORMALIZATIONS: tuple[tuple[str, str], ...] = (

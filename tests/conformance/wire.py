@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,6 +193,16 @@ async def _read_sse(response: aiohttp.ClientResponse, *, first_only: bool) -> tu
     return messages, bytes(raw)
 
 
+_LARGE_BODY = 64 * 1024
+
+
+def _payload(exchange: Exchange) -> bytes | io.BytesIO | None:
+    if not exchange.body and exchange.method == "GET":
+        return None
+    # Large bodies go as a file object: the client library warns (an error here) on big raw bytes.
+    return io.BytesIO(exchange.body) if len(exchange.body) > _LARGE_BODY else exchange.body
+
+
 def _dechunk(body: bytes) -> bytes:
     out = bytearray()
     while body:
@@ -240,7 +251,7 @@ async def send(http: aiohttp.ClientSession, url: str, exchange: Exchange) -> Obs
         async with http.request(
             exchange.method,
             url,
-            data=exchange.body if exchange.body or exchange.method != "GET" else None,
+            data=_payload(exchange),
             headers=headers,
             skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
             allow_redirects=False,
