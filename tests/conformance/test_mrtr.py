@@ -1,0 +1,160 @@
+# ruff: noqa: E501  (one exchange per table line reads best)
+"""Multi round-trip requests (basic/patterns/mrtr.mdx): the InputRequiredResult itself, and every
+way a retry can carry ``inputResponses`` and ``requestState``. Each server answers the retry with
+the state *it* issued (keys and state are server-assigned and opaque), so exchanges here are built
+per target after a first round against that same target."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from conformance.differential import Pair, Target
+from conformance.wire import Exchange, Observed, call, send
+
+pytestmark = pytest.mark.interop
+
+CITY = {"action": "accept", "content": {"city": "Paris"}}
+SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m", "stopReason": "endTurn"}
+ROOTS = {"roots": [{"uri": "file:///tmp/a", "name": "a"}]}
+
+INPUT_REQUIRED = {
+    "status": 200,
+    "id": "echoed",
+    "resultType": "input_required",
+    "serverInfo": True,
+    "cacheHints": "absent",
+    "requestState": True,
+}
+COMPLETE = {"status": 200, "id": "echoed", "resultType": "complete", "serverInfo": True}
+INVALID_PARAMS = {"status": 400, "id": "echoed", "error": -32602}
+
+
+def text(observed: Observed) -> dict[str, Any]:
+    final = observed.final
+    result = final.get("result") if isinstance(final, dict) else None
+    if not isinstance(result, dict) or result.get("resultType") != "complete":
+        return {}
+    return {"text": " ".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")}
+
+
+async def first_round(target: Target, tool: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Call ``tool`` on ``target`` and return its InputRequiredResult."""
+    answer = await target.send(call(tool, arguments, id_=100))
+    assert answer.result["resultType"] == "input_required", answer
+    return answer.result
+
+
+def keys_by_method(result: Mapping[str, Any]) -> dict[str, str]:
+    return {request["method"]: key for key, request in result["inputRequests"].items()}
+
+
+def retry(
+    tool: str,
+    responses: Callable[[dict[str, str]], Any] | None,
+    *,
+    arguments: Mapping[str, Any] | None = None,
+    state: Callable[[str], Any] = lambda s: s,
+    retry_tool: str | None = None,
+    retry_arguments: Mapping[str, Any] | None = None,
+) -> Callable[[Target], Awaitable[Exchange]]:
+    """A builder: run the first round on the target, then retry with ``responses(keys)`` and ``state(requestState)``."""
+
+    async def build(target: Target) -> Exchange:
+        result = await first_round(target, tool, arguments)
+        extra: dict[str, Any] = {}
+        if responses is not None:
+            extra["inputResponses"] = responses(keys_by_method(result))
+        sealed = state(result["requestState"])
+        if sealed is not None:
+            extra["requestState"] = sealed
+        args = retry_arguments if retry_arguments is not None else arguments
+        return call(retry_tool or tool, args, id_=101, **extra)
+
+    return build
+
+
+def answer_city(keys: dict[str, str]) -> dict[str, Any]:
+    return {keys["elicitation/create"]: CITY}
+
+
+# --- inputResponses shapes -------------------------------------------------------------------
+
+RESPONSE_CASES: list[tuple[str, Callable[[Target], Awaitable[Exchange]], dict[str, Any]]] = [
+    ("retry with the answer", retry("ask_city", answer_city), {**COMPLETE, "text": "city=Paris"}),
+    ("retry with a declined elicitation", retry("ask_city", lambda k: {k["elicitation/create"]: {"action": "decline"}}), {**COMPLETE, "text": "action=decline"}),
+    ("retry with a cancelled elicitation", retry("ask_city", lambda k: {k["elicitation/create"]: {"action": "cancel"}}), {**COMPLETE, "text": "action=cancel"}),
+    ("retry with an unknown extra key", retry("ask_city", lambda k: {**answer_city(k), "not-asked": {"x": 1}}), {**COMPLETE, "text": "city=Paris"}),
+    ("inputResponses is an array", retry("ask_city", lambda k: [CITY]), INVALID_PARAMS),
+    ("inputResponses is a string", retry("ask_city", lambda k: "accept"), INVALID_PARAMS),
+    ("inputResponses value is not an object", retry("ask_city", lambda k: {k["elicitation/create"]: "Paris"}), INVALID_PARAMS),
+    ("sampling answered", retry("summarize", lambda k: {k["sampling/createMessage"]: SAMPLED}, arguments={"text": "hello"}), {**COMPLETE, "text": "sampled=short"}),
+    ("roots answered", retry("show_roots", lambda k: {k["roots/list"]: ROOTS}), {**COMPLETE, "text": "roots=file:///tmp/a"}),
+    ("both answered in one retry", retry("ask_and_sample", lambda k: {k["elicitation/create"]: CITY, k["sampling/createMessage"]: SAMPLED}), {**COMPLETE, "text": "city=Paris;sampled=short"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "build", "expect"), RESPONSE_CASES, ids=[c[0] for c in RESPONSE_CASES])
+async def test_input_responses(
+    pair: Pair, case: str, build: Callable[[Target], Awaitable[Exchange]], expect: dict[str, Any]
+) -> None:
+    await pair.check(case, build, expect, extra=text)
+
+
+# --- requestState variants -------------------------------------------------------------------
+
+
+def _flip_middle(state: str) -> str:
+    middle = len(state) // 2
+    return state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1 :]
+
+
+STATE_CASES: list[tuple[str, Callable[[Target], Awaitable[Exchange]]]] = [
+    ("requestState garbage", retry("ask_city", answer_city, state=lambda s: "not-a-state")),
+    ("requestState empty string", retry("ask_city", answer_city, state=lambda s: "")),
+    ("requestState truncated", retry("ask_city", answer_city, state=lambda s: s[: len(s) // 2])),
+    ("requestState one character changed", retry("ask_city", answer_city, state=_flip_middle)),
+    ("requestState is a number", retry("ask_city", answer_city, state=lambda s: 12345)),
+    ("requestState is an object", retry("ask_city", answer_city, state=lambda s: {"state": s})),
+    ("requestState of another tool", retry("ask_city", answer_city, retry_tool="ask_two")),
+    ("requestState with other arguments", retry("summarize", lambda k: {k["sampling/createMessage"]: SAMPLED}, arguments={"text": "a"}, retry_arguments={"text": "b"})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "build"), STATE_CASES, ids=[c[0] for c in STATE_CASES])
+async def test_request_state_is_verified(pair: Pair, case: str, build: Callable[[Target], Awaitable[Exchange]]) -> None:
+    await pair.check(case, build, INVALID_PARAMS)
+
+
+async def test_request_state_of_another_route_is_refused(pair: Pair) -> None:
+    # Only the gateway has a second endpoint: a state sealed for one route is refused on another
+    # (mrtr.mdx §Server Requirements 5: state bound to the originating request).
+    assert pair.gateway.other_url is not None
+    result = await first_round(pair.gateway, "ask_city")
+    retry_exchange = call(
+        "ask_city", {}, id_=101, inputResponses=answer_city(keys_by_method(result)), requestState=result["requestState"]
+    )
+    answer = await send(pair.gateway.http, pair.gateway.other_url, retry_exchange)
+    assert (answer.status, answer.error["code"]) == (400, -32602)
+
+
+async def test_request_state_is_used_once(pair: Pair) -> None:
+    async def build(target: Target) -> Exchange:
+        first = await first_round(target, "ask_city")
+        retry_exchange = call(
+            "ask_city",
+            {},
+            id_=101,
+            inputResponses=answer_city(keys_by_method(first)),
+            requestState=first["requestState"],
+        )
+        done = await target.send(retry_exchange)
+        assert done.result["resultType"] == "complete"
+        message = json.loads(retry_exchange.body)
+        message["id"] = 102
+        return retry_exchange.with_body(json.dumps(message).encode())
+
+    await pair.check("requestState replayed after the call completed", build, INVALID_PARAMS)
