@@ -115,3 +115,27 @@ DIFFERENCES: dict[str, Difference] = {
         "answered once; the reference's state is self-contained, so it re-runs the tool. Both are allowed.",
     ),
 }
+
+NORMALIZATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "Error `message` text and `data` members other than `supported`/`requested` (-32022) and "
+        "`requiredCapabilities` (-32021)",
+        "basic/index.mdx §Error Responses: free text, `data` MAY hold anything",
+    ),
+    (
+        "A request answered with one JSON object or with an SSE stream",
+        "streamable-http.mdx §Sending Messages 6: either",
+    ),
+    (
+        "Server name and version in `serverInfo` (presence is compared)",
+        "basic/index.mdx §_meta, per-response fields",
+    ),
+    (
+        "`inputRequests` keys and `requestState` bytes (kinds and presence are compared)",
+        "mrtr.mdx §InputRequiredResult: server-assigned, opaque",
+    ),
+    (
+        "Tool, prompt and resource lists beyond the shared contract",
+        "server/tools.mdx §Listing Tools: the set is the server's",
+    ),
+)
