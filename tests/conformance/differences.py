@@ -114,6 +114,25 @@ DIFFERENCES: dict[str, Difference] = {
         "most once MUST enforce it server-side. The gateway's state names a held backend exchange that is "
         "answered once; the reference's state is self-contained, so it re-runs the tool. Both are allowed.",
     ),
+    "method is not a string": Difference(
+        reference={"status": 400, "error": -32600, "id": None},
+        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        spec="basic/index.mdx §Error Responses: the id was readable, so it is echoed.",
+    ),
+    "tools/call without a name": Difference(
+        reference={"status": 400, "error": -32602},
+        gateway={"status": 400, "error": -32020},
+        spec="The request is both malformed (no params.name: -32602) and contradicted by its Mcp-Name header "
+        "(streamable-http.mdx §Server Validation: -32020); the spec orders neither check first. The gateway "
+        "validates the routing headers before the params, so a proxy and the server agree on the refusal.",
+    ),
+    "initialize with modern headers": Difference(
+        reference={"status": 404, "error": -32601},
+        gateway={"status": 200, "resultType": "absent"},
+        spec="basic/versioning.mdx §Backward Compatibility: a dual-era server selects legacy semantics on an "
+        "`initialize` request. The gateway is dual-era on streamable-HTTP routes and relays the legacy "
+        "server's handshake; the reference treats `initialize` under a 2026-07-28 header as an unknown method.",
+    ),
 }
 
 NORMALIZATIONS: tuple[tuple[str, str], ...] = (

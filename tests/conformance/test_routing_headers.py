@@ -39,11 +39,13 @@ ROUTING_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
     ("Mcp-Method sent twice, disagreeing", ADD.adding(("Mcp-Method", "tools/list")), MISMATCH),
     ("Mcp-Method missing on tools/list", request("tools/list").with_headers(drop=["Mcp-Method"]), MISMATCH),
     ("MCP-Protocol-Version missing", ADD.with_headers(drop=["MCP-Protocol-Version"]), MISMATCH),
+    ("MCP-Protocol-Version sent twice", ADD.adding(("MCP-Protocol-Version", "2026-07-28")), MISMATCH),
     ("MCP-Protocol-Version disagrees with _meta", ADD.with_headers(("MCP-Protocol-Version", "2099-01-01")), MISMATCH),
     # --- Mcp-Name ---
     ("Mcp-Name missing on tools/call", ADD.with_headers(drop=["Mcp-Name"]), MISMATCH),
     ("Mcp-Name names another tool", ADD.with_headers(("Mcp-Name", "echo")), MISMATCH),
     ("Mcp-Name differs in case", ADD.with_headers(("Mcp-Name", "ADD")), MISMATCH),
+    ("Mcp-Name empty", ADD.with_headers(("Mcp-Name", "")), MISMATCH),
     ("Mcp-Name base64-encoded", ADD.with_headers(("Mcp-Name", b64_sentinel("add"))), OK),
     ("Mcp-Name base64 of another name", ADD.with_headers(("Mcp-Name", b64_sentinel("echo"))), MISMATCH),
     ("Mcp-Name base64 payload not base64", ADD.with_headers(("Mcp-Name", "=?base64?!!!?=")), MISMATCH),
