@@ -37,7 +37,7 @@ DIFFERENCES: dict[str, Difference] = {
     ),
     "Mcp-Name with DEL character": Difference(
         reference={"status": 400, "error": -32020, "id": "echoed"},
-        gateway={"status": 400, "body": "not-jsonrpc"},
+        gateway={"status": 400, "body": "no-jsonrpc"},
         spec="RFC 9110 §5.5: DEL is not a field-value character, so the message is not valid HTTP and the "
         "gateway's HTTP parser answers 400 before any JSON-RPC is read (RFC 9112 §2.2). streamable-http.mdx "
         "§Server Validation asks for 400 on invalid characters; the -32020 body needs a parser that accepts "
@@ -45,13 +45,13 @@ DIFFERENCES: dict[str, Difference] = {
     ),
     "GET on the endpoint": Difference(
         reference={"status": 400, "error": -32600},
-        gateway={"status": 405, "body": "empty"},
+        gateway={"status": 405, "body": "no-jsonrpc"},
         spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: HTTP GET or DELETE to the MCP endpoint "
         "SHOULD get 405 Method Not Allowed. The reference answers as a 2025-11-25 server missing its session id.",
     ),
     "DELETE on the endpoint": Difference(
         reference={"status": 400, "error": -32600},
-        gateway={"status": 405, "body": "empty"},
+        gateway={"status": 405, "body": "no-jsonrpc"},
         spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: as for GET, 405.",
     ),
     "Accept application/json only": Difference(
@@ -62,14 +62,14 @@ DIFFERENCES: dict[str, Difference] = {
         "refusing is not required (RFC 9110 §15.5.7: 406 is for when no acceptable representation exists).",
     ),
     "Content-Type missing": Difference(
-        reference={"status": 400, "body": "not-jsonrpc"},
-        gateway={"status": 415, "body": "empty"},
+        reference={"status": 400, "body": "no-jsonrpc"},
+        gateway={"status": 415, "body": "no-jsonrpc"},
         spec="The spec names no status for a body that is not application/json; RFC 9110 §15.5.16 names 415 "
         "Unsupported Media Type for exactly this. Both refuse with a 4xx.",
     ),
     "Content-Type text/plain": Difference(
-        reference={"status": 400, "body": "not-jsonrpc"},
-        gateway={"status": 415, "body": "empty"},
+        reference={"status": 400, "body": "no-jsonrpc"},
+        gateway={"status": 415, "body": "no-jsonrpc"},
         spec="As for a missing Content-Type: RFC 9110 §15.5.16.",
     ),
     "body contains NaN": Difference(
@@ -133,6 +133,37 @@ DIFFERENCES: dict[str, Difference] = {
         "`initialize` request. The gateway is dual-era on streamable-HTTP routes and relays the legacy "
         "server's handshake; the reference treats `initialize` under a 2026-07-28 header as an unknown method.",
     ),
+    "unknown tool": Difference(
+        reference={"status": 200, "resultType": "complete"},
+        gateway={"error": -32602},
+        spec="server/tools.mdx §Error Handling: an unknown tool is a protocol error, returned as a JSON-RPC "
+        "error (-32602 in the spec's example). The reference answers a tool result with isError.",
+    ),
+    "invalid cursor": Difference(
+        reference={"status": 200, "resultType": "complete"},
+        gateway={"error": -32602},
+        spec="server/utilities/pagination.mdx §Error Handling: invalid cursors SHOULD result in -32602. The "
+        "reference ignores the cursor and lists from the start.",
+    ),
+    "unknown prompt": Difference(
+        reference={"status": 200, "error": -32603},
+        gateway={"error": -32602},
+        spec="server/prompts.mdx §Error Handling: an invalid prompt name SHOULD be -32602; the reference "
+        "answers -32603 Internal error.",
+    ),
+    "prompt missing a required argument": Difference(
+        reference={"status": 200, "error": -32603},
+        gateway={"error": -32602},
+        spec="server/prompts.mdx §Error Handling: missing required arguments SHOULD be -32602; the reference "
+        "answers -32603 Internal error.",
+    ),
+    "loopback Origin": Difference(
+        reference={"status": 403},
+        gateway={"status": 200, "resultType": "complete"},
+        spec="streamable-http.mdx §Security 1: a present and *invalid* Origin gets 403; which origins are valid is "
+        "the server's policy. The gateway's default accepts loopback origins (a browser page served from the "
+        "same machine) and refuses all others; the reference accepts only loopback origins that name a port.",
+    ),
 }
 
 NORMALIZATIONS: tuple[tuple[str, str], ...] = (
@@ -144,6 +175,10 @@ NORMALIZATIONS: tuple[tuple[str, str], ...] = (
     (
         "A request answered with one JSON object or with an SSE stream",
         "streamable-http.mdx §Sending Messages 6: either",
+    ),
+    (
+        "The body of an HTTP-level refusal (403, 405, 406, 413, 415) that carries no JSON-RPC error",
+        "streamable-http.mdx §Sending Messages 5, §Security 1: it MAY carry a JSON-RPC error without id",
     ),
     (
         "Server name and version in `serverInfo` (presence is compared)",

@@ -66,7 +66,11 @@ def shape(observed: Observed, sent_id: Any) -> Shape:
     out: Shape = {"status": observed.status}
     final = observed.final
     if not isinstance(final, dict):
-        out["body"] = "empty" if not observed.raw.strip() else "not-jsonrpc"
+        # Refusals at the HTTP layer MAY carry a JSON-RPC error without id (streamable-http.mdx
+        # §Sending Messages 5, §Security 1); what else they carry is free. A 202 MUST have no body.
+        out["body"] = "no-jsonrpc"
+        if observed.status == 202:
+            out["emptyBody"] = not observed.raw.strip()
         return out
     out["body"] = "jsonrpc"
     out["content-type"] = observed.content_type

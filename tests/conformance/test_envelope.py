@@ -163,8 +163,8 @@ def notification(method: str, version: str = MODERN) -> Exchange:
 
 
 NOTIFICATION_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
-    ("notification accepted", notification("notifications/cancelled"), {"status": 202, "body": "empty"}),
-    ("unknown notification accepted", notification("notifications/whatever"), {"status": 202, "body": "empty"}),
+    ("notification accepted", notification("notifications/cancelled"), {"status": 202, "emptyBody": True}),
+    ("unknown notification accepted", notification("notifications/whatever"), {"status": 202, "emptyBody": True}),
     ("notification at an unsupported version", notification("notifications/cancelled", "2099-01-01"), {"status": 400}),
 ]
 

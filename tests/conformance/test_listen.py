@@ -53,7 +53,9 @@ LISTEN_ACK = {
 @pytest.mark.parametrize(
     ("case", "notifications"),
     [
+        ("listen for everything", EVERYTHING),
         ("listen for tool list changes", {"toolsListChanged": True}),
+        ("listen for prompt list changes", {"promptsListChanged": True}),
         ("listen with an empty filter", {}),
     ],
 )
