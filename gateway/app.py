@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 from aiohttp import web
 
 from gateway import keys, ops
+from gateway.auth import AuthGates, metadata_handler
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
 from gateway.frontdoor.handler import make_handler
@@ -54,10 +55,13 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.FORWARD_SIGNER] = ForwardSigner(settings.state_keys)
     app[keys.ORIGINS] = OriginPolicy(config.listen.allowed_origins)
     app[keys.CURSORS] = Cursors(settings.state_keys)
+    app[keys.AUTH] = gates = AuthGates(config.routes, lambda: app[keys.HTTP_CLIENT], _count_refusal(app))
     app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
     app.router.add_get("/metrics", ops.metrics)
+    for path, document in gates.metadata_paths().items():
+        app.router.add_get(path, metadata_handler(document))
     for route in config.routes:
         handler = make_handler(route.path)
         for method in ("POST", "GET", "DELETE", "PUT", "PATCH"):
@@ -66,6 +70,13 @@ def build_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
     return app
+
+
+def _count_refusal(app: web.Application) -> Callable[[str, str], None]:
+    def count(route: str, reason: str) -> None:
+        app[keys.METRICS].auth_refusals.labels(route, reason).inc()
+
+    return count
 
 
 async def _close_listen_streams(app: web.Application) -> None:
@@ -130,6 +141,7 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
     registry = HoldRegistry(
         max_holds=limits.max_holds,
         max_per_principal=limits.max_holds_per_principal,
+        max_anonymous=limits.max_holds_anonymous,
         retry_after=limits.retry_after,
         on_expire=on_expire,
         on_change=metrics.holds.set,

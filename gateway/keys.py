@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp import web
 
+from gateway.auth import AuthGates
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
 from gateway.frontdoor.origin import OriginPolicy
@@ -31,3 +32,6 @@ LISTEN_HUBS = web.AppKey("listen_hubs", ListenHubs)
 FORWARD_SIGNER = web.AppKey("forward_signer", ForwardSigner)
 ORIGINS = web.AppKey("origin_policy", OriginPolicy)
 CURSORS = web.AppKey("cursors", Cursors)
+AUTH = web.AppKey("auth", AuthGates)
+PRINCIPAL: web.RequestKey[str | None] = web.RequestKey("principal")
+"""The principal :class:`~gateway.auth.AuthGates` identified for this request (``None``: anonymous)."""

@@ -55,7 +55,7 @@ class Backend:
     async def lease(
         self, route: RouteRuntime, caller: Caller, normalized: JsonObj, *, exclusive: bool
     ) -> PooledSession:
-        key = route.pool.key_for(caller.credential, normalized)
+        key = route.pool.key_for(caller.session_identity, normalized)
         try:
             return await route.pool.lease(key, normalized, caller.forward_headers, exclusive=exclusive)
         except BackendUnavailable as exc:

@@ -17,12 +17,24 @@ NotificationSink = Callable[[ServerNotification], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is calling: the credential decides the backend identity and the principal binding."""
+    """Who is calling (the principal) and what the backend is sent on the caller's behalf."""
 
-    credential: str | None
+    principal: str | None
+    """The caller's identity as :mod:`gateway.auth` established it: what holds are bound to and counted
+    by, and what backend sessions and caches are keyed by. ``None``: anonymous."""
     forward_headers: dict[str, str]
     forwarded: bool = False
     """The request came from another replica over the authenticated hop (never forwarded again)."""
+
+    @property
+    def session_identity(self) -> str | None:
+        """Key of the backend sessions this caller may use: the principal, plus the credential the
+        backend is sent when the route forwards it (a session's headers are fixed when it opens, so a
+        refreshed token gets its own session instead of riding on one opened with the old token)."""
+        forwarded = self.forward_headers.get("Authorization")
+        if forwarded is None or forwarded == self.principal:
+            return self.principal
+        return f"{self.principal or ''}\n{forwarded}"
 
 
 @dataclass(eq=False)

@@ -105,7 +105,7 @@ class CallDriver:
         lease. Fail-open: when the listing fails the call proceeds without ``Mcp-Param-*`` validation,
         and the call itself then reports the backend's state.
         """
-        digest = credential_digest(caller.credential)
+        digest = credential_digest(caller.principal)
         cached = route.tool_schemas.get(digest)
         now = time.monotonic()
         if cached is None or cached[0] <= now:
@@ -160,7 +160,7 @@ class CallDriver:
     async def _start_interactive(
         self, route: RouteRuntime, request: Accepted, caller: Caller, on_notification: NotificationSink | None
     ) -> JsonObj:
-        principal = principal_tag(caller.credential, self._keyring.salt)
+        principal = principal_tag(caller.principal, self._keyring.salt)
         self._registry.admit(principal)
         normalized = caps.normalize(request.client_capabilities)
         ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
@@ -327,7 +327,7 @@ class CallDriver:
                         f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response"
                     ) from None
             plan.append((method, key, answer))
-        self._registry.admit(principal_tag(caller.credential, self._keyring.salt))
+        self._registry.admit(principal_tag(caller.principal, self._keyring.salt))
         normalized = caps.normalize(request.client_capabilities)
         ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
         self._metrics.forwards.labels(route.name, "replayed").inc()
@@ -399,7 +399,7 @@ class CallDriver:
         return Hold(
             id=self._registry.new_id(),
             route=ctx.route.name,
-            principal=principal_tag(caller.credential, self._keyring.salt),
+            principal=principal_tag(caller.principal, self._keyring.salt),
             method=request.method,
             target=target_of(request.method, request.params),
             args_digest=args_digest(arguments_of(request.method, request.params)),
@@ -478,7 +478,7 @@ class CallDriver:
                         method=request.method,
                         target=target_of(request.method, request.params),
                         args_digest=args_digest(arguments_of(request.method, request.params)),
-                        principal=principal_tag(caller.credential, salt),
+                        principal=principal_tag(caller.principal, salt),
                     )
                     break
                 except StateError as exc:

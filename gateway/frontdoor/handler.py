@@ -73,7 +73,7 @@ def caller_of(request: web.Request, route: RouteRuntime, *, forwarded: bool = Fa
     forward = dict(backend.headers)
     if backend.forward_authorization and credential:
         forward["Authorization"] = credential
-    return Caller(credential=credential, forward_headers=forward, forwarded=forwarded)
+    return Caller(principal=request.get(keys.PRINCIPAL), forward_headers=forward, forwarded=forwarded)
 
 
 def _refuse_body(request: web.Request, rejection: Rejection) -> web.Response:
@@ -107,6 +107,10 @@ def make_handler(path: str) -> Any:
             metrics.rejections.labels("forward_signature").inc()
             log.warning("forward_refused", route=route.name, reason="bad_signature")
             return web.Response(status=403)
+        identified = await app[keys.AUTH].identify(request, path, forwarded=forwarded)
+        if isinstance(identified, web.StreamResponse):
+            return identified
+        request[keys.PRINCIPAL] = identified.principal
         if legacy_passthrough.claims(request, route):
             return await legacy_passthrough.serve(request, route, body if request.method == "POST" else None)
         outcome = classify(request.method, list(request.headers.items()), body, max_body_bytes=limit)
@@ -204,7 +208,7 @@ async def _serve_listen(request: web.Request, route: RouteRuntime, outcome: Acce
     def listener_for(capabilities: Any) -> Listener:
         return Listener(outcome.id, acknowledged(requested, capabilities))
 
-    key = (route.config.path, credential_digest(caller.credential))
+    key = (route.config.path, credential_digest(caller.session_identity))
     try:
         hub, listener = await hubs.join(
             key, open_session, route.config.backend.timeout, listener_for, route.pool.close_detached

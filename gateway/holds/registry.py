@@ -74,6 +74,7 @@ class HoldRegistry:
         *,
         max_holds: int,
         max_per_principal: int,
+        max_anonymous: int | None = None,
         retry_after: int,
         on_expire: Callable[[Hold], Coroutine[Any, Any, None]],
         on_change: Callable[[int], None] | None = None,
@@ -82,6 +83,8 @@ class HoldRegistry:
         self._per_principal: Counter[str] = Counter()
         self._max = max_holds
         self._max_per_principal = max_per_principal
+        # Callers without a principal all count under one key, so theirs is one shared budget.
+        self._max_anonymous = max_per_principal if max_anonymous is None else max_anonymous
         self._retry_after = retry_after
         self._on_expire = on_expire
         self._on_change = on_change
@@ -98,7 +101,10 @@ class HoldRegistry:
         """Refuse a new interactive call when a bound is reached (before any backend work)."""
         if len(self._holds) >= self._max:
             raise Overloaded("hold_limit", self._retry_after)
-        if self._per_principal[principal or "-"] >= self._max_per_principal:
+        if principal is None:
+            if self._per_principal["-"] >= self._max_anonymous:
+                raise Overloaded("anonymous_hold_limit", self._retry_after)
+        elif self._per_principal[principal] >= self._max_per_principal:
             raise Overloaded("principal_hold_limit", self._retry_after)
 
     def new_id(self) -> str:

@@ -161,6 +161,16 @@ class Metrics:
             _route(),
             Capped(32),
         )
+        self.auth_refusals = Bounded(
+            Counter(
+                "mrtr_gateway_auth_refusals",
+                "Requests refused by a route's auth policy, by route and reason (a fixed set)",
+                ["route", "reason"],
+                registry=r,
+            ),
+            _route(),
+            Capped(32),
+        )
         self.backend_initializations = Bounded(
             Counter(
                 "mrtr_gateway_backend_initializations",

@@ -46,6 +46,10 @@ async def forward_to_owner(
     headers = {
         k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
     }
+    auth = route.config.auth
+    if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
+        # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
+        headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
     headers[FORWARD_HEADER] = app[keys.FORWARD_SIGNER].sign(path, body)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.config.replicas.forward_timeout, sock_read=None)
     metrics = app[keys.METRICS]

@@ -1,0 +1,72 @@
+"""routes[].auth: what the config refuses before the gateway starts (no symmetric or unsigned
+algorithms, one mode, one key source, proxies that are addresses, no private keys)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from gateway.auth.keys import BadKey, parse_static_keys
+from gateway.config import ConfigError, parse_config
+
+JWT = {"issuer": "https://issuer.test", "audience": ["https://gw.test/mcp"], "jwks_url": "https://issuer.test/jwks"}
+
+
+def config_error(auth: dict[str, Any]) -> str:
+    data = {
+        "state": {"keys": ["k" * 32]},
+        "routes": [{"name": "r", "path": "/mcp", "backend": {"url": "http://127.0.0.1:1/mcp"}, "auth": auth}],
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, env={})
+    return str(info.value)
+
+
+@pytest.mark.parametrize("alg", ["none", "HS256", "HS512", "hs256"])
+def test_unsigned_and_symmetric_algorithms_cannot_be_configured(alg: str) -> None:
+    message = config_error({"jwt": {**JWT, "algorithms": [alg]}})
+    assert message.startswith("routes[0].auth.jwt.algorithms[0]: Input should be")
+
+
+def test_exactly_one_mode() -> None:
+    both = {"jwt": JWT, "trusted_header": {"header": "X-User", "proxies": ["10.0.0.0/8"]}}
+    assert "exactly one of jwt or trusted_header" in config_error(both)
+    assert "exactly one of jwt or trusted_header" in config_error({})
+
+
+def test_exactly_one_key_source() -> None:
+    assert "exactly one source" in config_error({"jwt": {**JWT, "keys": ["{}"]}})
+    assert "exactly one source" in config_error({"jwt": {k: v for k, v in JWT.items() if k != "jwks_url"}})
+
+
+def test_proxies_must_be_addresses() -> None:
+    message = config_error({"trusted_header": {"header": "X-User", "proxies": ["proxy.internal"]}})
+    assert "proxy #0 ('proxy.internal') is not an IP address or CIDR" in message
+
+
+def test_resource_metadata_needs_jwt() -> None:
+    auth = {
+        "trusted_header": {"header": "X-User", "proxies": ["10.0.0.0/8"]},
+        "resource_metadata": {"resource": "https://gw.test/mcp", "authorization_servers": ["https://issuer.test"]},
+    }
+    assert "resource_metadata needs jwt" in config_error(auth)
+
+
+def test_private_and_symmetric_keys_are_refused_by_name() -> None:
+    private = ec.generate_private_key(ec.SECP256R1())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    with pytest.raises(BadKey, match=r"keys\[0\] is a private key"):
+        parse_static_keys([pem], [])
+    public = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    with pytest.raises(BadKey, match=r"keys\[1\] kty 'oct' is not an asymmetric key type"):
+        parse_static_keys([public.decode(), json.dumps({"kty": "oct", "k": "c2VjcmV0"})], [])
+    with pytest.raises(BadKey, match=r"key_files\[0\] \(/nonexistent/key.pem\) cannot be read"):
+        parse_static_keys([], ["/nonexistent/key.pem"])
