@@ -21,6 +21,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_config(args.config)
+        app = build_app(settings)  # reads static auth keys: a bad one is a configuration error too
     except ConfigError as exc:
         print(f"mrtr-gateway: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
@@ -29,7 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
     listen = settings.config.listen
     # The server bounds connections and header sizes (gateway.server); the app, everything else.
     server.run(
-        build_app(settings),
+        app,
         args.host or listen.host,
         args.port if args.port is not None else listen.port,
         listen,
@@ -38,8 +39,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    from gateway.auth import static_keys
+
     try:
         settings = load_config(args.file)
+        static_keys(settings.routes)  # the JWT keys a route reads from its config or from files
     except ConfigError as exc:
         print(f"{args.file}: invalid configuration:\n{exc}", file=sys.stderr)
         return 1

@@ -5,6 +5,6 @@ JWTs with PyJWT; :mod:`gateway.auth.jwks` fetches and caches an issuer's keys, b
 :mod:`gateway.auth.keys` parses key material. Nothing here imports the front door or the call path.
 """
 
-from gateway.auth.gate import WELL_KNOWN, AuthGates, Identified, RouteGate, metadata_handler
+from gateway.auth.gate import WELL_KNOWN, AuthGates, Identified, RouteGate, metadata_handler, static_keys
 
-__all__ = ["WELL_KNOWN", "AuthGates", "Identified", "RouteGate", "metadata_handler"]
+__all__ = ["WELL_KNOWN", "AuthGates", "Identified", "RouteGate", "metadata_handler", "static_keys"]

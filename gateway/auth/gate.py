@@ -37,8 +37,9 @@ import structlog
 from aiohttp import web
 
 from gateway.auth.jwks import JwksCache
-from gateway.auth.keys import parse_static_keys
+from gateway.auth.keys import BadKey, VerificationKey, parse_static_keys
 from gateway.auth.verify import JwtVerifier, KeySource, Refused, static_source
+from gateway.config.load import ConfigError
 from gateway.config.model import AuthConfig, ResourceMetadataConfig, RouteConfig
 
 log = structlog.get_logger("gateway.auth")
@@ -87,6 +88,7 @@ class RouteGate:
         self,
         route: RouteConfig,
         http: Callable[[], aiohttp.ClientSession],
+        static: list[VerificationKey] | None = None,
         on_refusal: Callable[[str, str], None] = lambda route, reason: None,
     ) -> None:
         self.route = route
@@ -112,7 +114,7 @@ class RouteGate:
                 )
                 source = self.jwks.keys_for
             else:
-                source = static_source(parse_static_keys(jwt_config.keys, jwt_config.key_files))
+                source = static_source(static or [])
             self._verifier = JwtVerifier(jwt_config, source)
         if auth.trusted_header is not None:
             self._proxies = [ipaddress.ip_network(p, strict=False) for p in auth.trusted_header.proxies]
@@ -173,6 +175,21 @@ class RouteGate:
         return web.Response(status=403, body=_BODY_403, content_type="application/json")
 
 
+def static_keys(routes: list[RouteConfig]) -> dict[str, list[VerificationKey]]:
+    """Route path → its parsed static JWT keys; a key that cannot be used is a
+    :class:`~gateway.config.ConfigError` naming the route and the key (``check-config`` runs this)."""
+    parsed: dict[str, list[VerificationKey]] = {}
+    for index, route in enumerate(routes):
+        jwt_config = route.auth.jwt if route.auth is not None else None
+        if jwt_config is None or jwt_config.jwks_url is not None:
+            continue
+        try:
+            parsed[route.path] = parse_static_keys(jwt_config.keys, jwt_config.key_files)
+        except BadKey as exc:
+            raise ConfigError(f"routes[{index}].auth.jwt.{exc}") from exc
+    return parsed
+
+
 class AuthGates:
     """Every route's :class:`RouteGate`, and the RFC 9728 documents the routes publish."""
 
@@ -182,7 +199,9 @@ class AuthGates:
         http: Callable[[], aiohttp.ClientSession],
         on_refusal: Callable[[str, str], None] = lambda route, reason: None,
     ) -> None:
-        self.by_path = {route.path: RouteGate(route, http, on_refusal) for route in routes}
+        """Raises :class:`~gateway.config.ConfigError` when a static key cannot be used."""
+        static = static_keys(routes)
+        self.by_path = {route.path: RouteGate(route, http, static.get(route.path), on_refusal) for route in routes}
 
     async def identify(self, request: web.Request, path: str, *, forwarded: bool) -> Identified | web.Response:
         return await self.by_path[path].identify(request, forwarded=forwarded)

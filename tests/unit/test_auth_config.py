@@ -4,9 +4,13 @@ algorithms, one mode, one key source, proxies that are addresses, no private key
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -70,3 +74,32 @@ def test_private_and_symmetric_keys_are_refused_by_name() -> None:
         parse_static_keys([public.decode(), json.dumps({"kty": "oct", "k": "c2VjcmV0"})], [])
     with pytest.raises(BadKey, match=r"key_files\[0\] \(/nonexistent/key.pem\) cannot be read"):
         parse_static_keys([], ["/nonexistent/key.pem"])
+
+
+def test_check_config_refuses_an_unusable_key_file_naming_route_and_file(tmp_path: Path) -> None:
+    private = ec.generate_private_key(ec.SECP256R1())
+    key_file = tmp_path / "issuer.pem"
+    key_file.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    jwt_config = {"issuer": "https://issuer.test", "audience": ["https://gw.test/mcp"], "key_files": [str(key_file)]}
+    config = {
+        "state": {"keys": ["k" * 32]},
+        "routes": [
+            {"name": "open", "path": "/open", "backend": {"url": "http://127.0.0.1:1/mcp"}},
+            {"name": "r", "path": "/mcp", "backend": {"url": "http://127.0.0.1:1/mcp"}, "auth": {"jwt": jwt_config}},
+        ],
+    }
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "check-config", str(path)],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert f"routes[1].auth.jwt.key_files[0] ({key_file}) is a private key" in result.stderr
