@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,6 +57,19 @@ def fuzz_settings(default_examples: int) -> settings:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
         print_blob=True,
     )
+
+
+_cases: dict[str, int] = {}
+
+
+def count_case(prop: str) -> None:
+    """Count one executed case; with ``MRTR_FUZZ_PROGRESS=<file>`` a long run appends its progress
+    there every 1,000 cases (hypothesis itself reports only when a property ends)."""
+    _cases[prop] = _cases.get(prop, 0) + 1
+    progress = os.environ.get("MRTR_FUZZ_PROGRESS")
+    if progress and _cases[prop] % 1000 == 0:
+        with open(progress, "a", encoding="utf-8") as out:
+            out.write(f"{time.strftime('%H:%M:%S')} {prop} {_cases[prop]}\n")
 
 
 @dataclass

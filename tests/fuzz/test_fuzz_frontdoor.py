@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import example, given
 from hypothesis import strategies as st
-from live import LiveGateway, fuzz_settings
+from live import LiveGateway, count_case, fuzz_settings
 
 ISSUER = "https://issuer.fuzz"
 AUDIENCE = "https://gateway.fuzz/auth"
@@ -215,6 +215,7 @@ def gateway() -> Iterator[LiveGateway]:
 def test_front_door_answers_every_request_with_one_valid_answer(
     gateway: LiveGateway, request: tuple[str, str, dict[str, str], bytes]
 ) -> None:
+    count_case("test_front_door_answers_every_request_with_one_valid_answer")
     verb, path, headers, body = request
     before = gateway.holds
     answer = gateway.send(verb, path, headers, body)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from live import Answer, LiveGateway, fuzz_settings
+from live import Answer, LiveGateway, count_case, fuzz_settings
 
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m", "stopReason": "endTurn"}
 TOOLS = {"ask_city": {}, "ask_two": {}, "ask_and_sample": {}, "summarize": {"text": "t"}}
@@ -132,6 +132,7 @@ def gateway() -> Iterator[LiveGateway]:
 @fuzz_settings(100)
 @given(tool=st.sampled_from(sorted(TOOLS)), data=st.data())
 def test_hostile_retries_never_break_a_hold(gateway: LiveGateway, tool: str, data: st.DataObject) -> None:
+    count_case("test_hostile_retries_never_break_a_hold")
     try:
         arguments = TOOLS[tool]
         opened = result_of(call(gateway, tool, arguments))

@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from live import fuzz_settings
+from live import count_case, fuzz_settings
 
 from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, StateError, args_digest, check_bindings, principal_tag
 from gateway.state.codec import MRTR_METHODS
@@ -51,6 +51,7 @@ def claims(draw: st.DrawFn) -> Claims:
 @fuzz_settings(200)
 @given(claims=claims())
 def test_what_seals_unseals_to_equal_claims_under_every_key_of_the_ring(claims: Claims) -> None:
+    count_case("test_what_seals_unseals_to_equal_claims_under_every_key_of_the_ring")
     try:
         token = RING.seal(claims)
     except ValueError:
@@ -64,6 +65,7 @@ def test_what_seals_unseals_to_equal_claims_under_every_key_of_the_ring(claims: 
 @fuzz_settings(400)
 @given(token=st.one_of(st.text(max_size=300), st.from_regex(r"\Av1\.[A-Za-z0-9_-]{0,200}\Z"), json_value))
 def test_anything_a_client_sends_is_refused_with_a_state_error(token: Any) -> None:
+    count_case("test_anything_a_client_sends_is_refused_with_a_state_error")
     try:
         RING.unseal(token, now=NOW)
     except StateError:
@@ -74,6 +76,7 @@ def test_anything_a_client_sends_is_refused_with_a_state_error(token: Any) -> No
 @fuzz_settings(200)
 @given(claims=claims(), data=st.data())
 def test_no_single_character_change_of_a_valid_token_is_accepted(claims: Claims, data: st.DataObject) -> None:
+    count_case("test_no_single_character_change_of_a_valid_token_is_accepted")
     try:
         token = RING.seal(claims)
     except ValueError:
@@ -106,6 +109,7 @@ def test_bindings_refuse_exactly_the_requests_that_differ(
     args: dict[str, Any] | None,
     principal: str | None,
 ) -> None:
+    count_case("test_bindings_refuse_exactly_the_requests_that_differ")
     retry_principal = claims.principal if principal is None else principal_tag(principal, RING.salt)
     actual = {
         "aud": claims.aud if aud is None else aud,
