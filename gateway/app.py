@@ -21,13 +21,17 @@ from aiohttp import web
 
 from gateway import keys, ops
 from gateway.auth import AuthGates, metadata_handler
+from gateway.bounded import LruTtlCache
 from gateway.calls import CallDriver, RouteRuntime
+from gateway.calls.context import TOOL_SCHEMA_TTL
+from gateway.calls.replay import ReplayGuard
 from gateway.config.load import Settings
 from gateway.frontdoor.handler import make_handler
 from gateway.frontdoor.legacy_passthrough import PassthroughSessions
 from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import Hold, HoldRegistry
 from gateway.legacy.pool import SessionPool
+from gateway.legacy.session import JsonObj
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
@@ -109,7 +113,10 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
 
     for route in settings.routes:
         pool = SessionPool(http, route, on_change=sessions_changed, on_initialize=session_initialized)
-        runtime = RouteRuntime(route, pool)
+        schemas: LruTtlCache[str, dict[str, JsonObj]] = LruTtlCache(
+            settings.config.limits.tool_schema_cache_entries, TOOL_SCHEMA_TTL
+        )
+        runtime = RouteRuntime(route, pool, tool_schemas=schemas)
         app[keys.ROUTES][route.path] = runtime
     app[keys.PASSTHROUGH] = PassthroughSessions(settings.state_keys)
     app[keys.READY]["routes"] = True
@@ -153,6 +160,7 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
         replica_id=settings.replica_id,
         advertise_url=settings.config.replicas.advertise_url,
         state_ttl=settings.config.state.ttl,
+        replay_guard=ReplayGuard(limits.replay_memory, limits.retry_after),
     )
     driver_box.append(driver)
     app[keys.HOLDS] = registry

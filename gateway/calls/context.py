@@ -7,10 +7,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.bounded import LruTtlCache
+from gateway.calls.replay import Carry
 from gateway.config.model import RouteConfig
 from gateway.frontdoor.classify import Accepted
 from gateway.legacy.pool import PooledSession, SessionPool
 from gateway.legacy.session import Exchange, JsonObj, ServerNotification
+
+TOOL_SCHEMA_TTL = 60.0
+"""Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
+TOOL_SCHEMA_ENTRIES = 1000
+"""Default bound on cached tool lists per route (``limits.tool_schema_cache_entries``)."""
 
 NotificationSink = Callable[[ServerNotification], Awaitable[None]]
 
@@ -51,14 +58,18 @@ class CallContext:
     exclusive: bool = True  # an interactive call's lease; plain calls share sessions
     replayed: list[JsonObj] = field(default_factory=list)  # log entries answered by a replay
     reissue: bool = False  # url-mode hold: re-send the call after the client's consent
+    replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
 
 
 @dataclass(eq=False)
 class RouteRuntime:
     config: RouteConfig
     pool: SessionPool
-    tool_schemas: dict[str, tuple[float, dict[str, JsonObj]]] = field(default_factory=dict)
-    """Per credential digest: (expiry, tool name → inputSchema), for ``Mcp-Param-*`` validation."""
+    tool_schemas: LruTtlCache[str, dict[str, JsonObj]] = field(
+        default_factory=lambda: LruTtlCache(TOOL_SCHEMA_ENTRIES, TOOL_SCHEMA_TTL)
+    )
+    """Per credential digest: tool name → inputSchema, for ``Mcp-Param-*`` validation. Bounded
+    (least recently used first out) because every distinct credential adds an entry."""
 
     @property
     def name(self) -> str:

@@ -15,6 +15,7 @@ Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +24,7 @@ import structlog
 from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 
+from gateway.calls import replay
 from gateway.calls.backend import Backend, cancel_reason
 from gateway.calls.context import (
     CallContext,
@@ -33,12 +35,14 @@ from gateway.calls.context import (
     internal_request,
     target_of,
 )
+from gateway.calls.replay import ReplayGuard
 from gateway.errors import (
     GatewayError,
     HoldElsewhere,
     HoldLost,
     InvalidParams,
     InvalidRequestState,
+    Overloaded,
     UpstreamError,
 )
 from gateway.frontdoor.classify import Accepted
@@ -46,15 +50,12 @@ from gateway.holds.registry import Hold, HoldRegistry, Pending, RefusedHold
 from gateway.legacy.pool import credential_digest
 from gateway.legacy.session import FinalResponse, JsonObj, ServerNotification, ServerRequest
 from gateway.observability.metrics import Metrics
-from gateway.state.claims import Claims, args_digest, principal_tag
+from gateway.state.claims import Claims, args_digest, principal_tag, request_digest
 from gateway.state.codec import KeyRing, StateError, check_bindings
 from gateway.translate import capabilities as caps
 from gateway.translate import inputs, results
 
 log = structlog.get_logger("gateway.calls")
-
-TOOL_SCHEMA_TTL = 60.0
-"""Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
 
 
 class CallDriver:
@@ -67,6 +68,7 @@ class CallDriver:
         replica_id: str,
         state_ttl: float,
         advertise_url: str | None = None,
+        replay_guard: ReplayGuard | None = None,
     ) -> None:
         self._keyring = keyring
         self._registry = registry
@@ -75,6 +77,10 @@ class CallDriver:
         self._state_ttl = state_ttl
         self._advertise_url = advertise_url
         self._backend = Backend(metrics)
+        self._replays = replay_guard or ReplayGuard()
+        # This process's incarnation, sealed into every state: a replica restarted under the same
+        # id knows a hold its predecessor sealed died with it (and may be replayed).
+        self._boot = secrets.token_urlsafe(9)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -99,17 +105,18 @@ class CallDriver:
     async def tool_input_schema(
         self, route: RouteRuntime, caller: Caller, name: str, capabilities: Mapping[str, Any]
     ) -> JsonObj | None:
-        """The backend's inputSchema for tool ``name`` (cached ``TOOL_SCHEMA_TTL`` s; None if unknown).
+        """The backend's inputSchema for tool ``name`` (cached per credential; None if unknown).
 
         The listing runs with the caller's capabilities so it reuses the session the call will
         lease. Fail-open: when the listing fails the call proceeds without ``Mcp-Param-*`` validation,
-        and the call itself then reports the backend's state.
+        and the call itself then reports the backend's state. The cache is the route's
+        :class:`~gateway.bounded.LruTtlCache`: every distinct credential adds an entry, so it is
+        bounded in size as well as in time.
         """
         digest = credential_digest(caller.principal)
-        cached = route.tool_schemas.get(digest)
-        now = time.monotonic()
-        if cached is None or cached[0] <= now:
-            schemas: dict[str, JsonObj] = {}
+        schemas = route.tool_schemas.get(digest)
+        if schemas is None:
+            schemas = {}
             cursor: str | None = None
             try:
                 for _ in range(100):  # bounded paging
@@ -124,9 +131,8 @@ class CallDriver:
             except GatewayError as exc:
                 log.info("tool_schema_unavailable", route=route.name, reason=exc.reason)
                 return None
-            cached = (now + TOOL_SCHEMA_TTL, schemas)
-            route.tool_schemas[digest] = cached
-        return cached[1].get(name)
+            route.tool_schemas.put(digest, schemas)
+        return schemas.get(name)
 
     # -- plain methods ----------------------------------------------------------------------
 
@@ -177,12 +183,21 @@ class CallDriver:
         claims = self._check_state(route, request, caller, token)
         if claims.owner != self._replica:
             owner_url = claims.extra.get("owner_url")
-            if isinstance(owner_url, str) and not caller.forwarded:
+            if not isinstance(owner_url, str):
+                # deny-on-error: an owner with no known address may well be alive and holding the call.
+                return await self.replay_or_lost(route, request, caller, claims, on_notification, proven=False)
+            if not caller.forwarded:
                 raise HoldElsewhere(owner_url, claims)  # the front door forwards the retry to the owner
-            return await self.replay_or_lost(route, request, caller, claims, on_notification)
+            # Forwarded here because this is the owner's address, yet another replica answers at it:
+            # the owner is gone. A hop that reached any other address proves nothing.
+            moved = self._advertise_url is not None and owner_url == self._advertise_url
+            return await self.replay_or_lost(route, request, caller, claims, on_notification, proven=moved)
         try:
             hold = self._registry.take(claims.hold_id, claims.round)
         except RefusedHold as exc:
+            if exc.reason == "hold_unknown" and claims.extra.get("boot") != self._boot:
+                # Sealed by this replica id in an earlier life: the hold died in the restart.
+                return await self.replay_or_lost(route, request, caller, claims, on_notification, proven=True)
             raise self._state_refused(route, exc.reason) from None
         ctx: CallContext = hold.context
         responses = request.params.get("inputResponses")
@@ -293,59 +308,73 @@ class CallDriver:
         caller: Caller,
         claims: Claims,
         on_notification: NotificationSink | None,
+        *,
+        proven: bool,
+        lost: HoldLost | None = None,
     ) -> JsonObj:
-        """The retry's hold is gone with its replica: replay the call if the route allows, else hold_lost."""
+        """The retry's hold is not here and its owner cannot serve it: replay, or answer ``lost``.
+
+        Replay needs all of: a route that allows it, a transcript in the state, and ``proven``
+        (the owner has lost the hold: this replica restarted under its id, or the owner's address
+        is unreachable or answered by another replica). An owner that is merely unknown or slow may
+        still be running the call, and running it twice is what a replay must never do.
+        """
         entries = claims.extra.get("log")
-        if route.config.holds.on_lost != "replay" or not isinstance(entries, list):
+        if route.config.holds.on_lost != "replay" or not isinstance(entries, list) or not proven:
             self._metrics.state_rejections.labels("owner_elsewhere").inc()
-            raise HoldLost("owner_unreachable")
-        return await self._replay(route, request, caller, entries, on_notification)
+            raise lost or HoldLost("owner_unreachable")
+        return await self._replay(route, request, caller, claims, entries, on_notification)
 
     async def _replay(
         self,
         route: RouteRuntime,
         request: Accepted,
         caller: Caller,
+        claims: Claims,
         entries: list[Any],
         on_notification: NotificationSink | None,
     ) -> JsonObj:
-        """Run the call again on a fresh session, answering its server requests from the sealed log
-        (earlier rounds) and this retry's ``inputResponses`` (the round that was pending), in the
-        order they arrive; a request of another kind than recorded means the tool did not run the
-        same way, and the call is abandoned (hold_lost)."""
+        """Run the call again on a fresh session, answering its server requests from the sealed
+        transcript (earlier rounds) and this retry's ``inputResponses`` (the round that was
+        pending) — each answer only to a request with the digest of the one it answered. The first
+        request that matches no recorded one becomes a normal round (:mod:`gateway.calls.replay`)."""
         responses = request.params.get("inputResponses")
         responses = responses if isinstance(responses, Mapping) else {}
-        plan: list[tuple[str, str, JsonObj | None]] = []
-        for entry in entries:
-            method, key = str(entry.get("m")), str(entry.get("k"))
-            answer = entry.get("r")
-            if answer is None and key in responses:
-                try:
-                    answer = inputs.check_response(method, responses[key])
-                except inputs.MalformedInputResponse as exc:
-                    raise InvalidParams(
-                        f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response"
-                    ) from None
-            plan.append((method, key, answer))
+        until = claims.extra.get("until")
+        transcript = replay.Transcript(
+            replay.plan(entries, responses), float(until) if isinstance(until, int | float) else None
+        )
         self._registry.admit(principal_tag(caller.principal, self._keyring.salt))
+        lifetime = min(self._state_ttl, route.config.holds.ttl)
+        if not self._replays.consume(claims.hold_id, replay.remember_until(claims.exp, until, lifetime)):
+            raise self._state_refused(route, "replay_consumed")
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
+        try:
+            ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
+        except Overloaded:  # no session to run it on: nothing reached the backend, the token stays usable
+            self._replays.release(claims.hold_id)
+            raise
+        ctx.replay = transcript.carry
         self._metrics.forwards.labels(route.name, "replayed").inc()
-        log.info("hold_replayed", route=route.name, answers=sum(1 for p in plan if p[2] is not None))
+        log.info("hold_replayed", route=route.name, recorded=len(entries))
         assert ctx.exchange is not None
         assert ctx.pooled is not None
         ctx.pooled.session.attach(ctx.exchange)
         try:
-            for method, key, answer in plan:
+            while transcript:
                 event = await self._next_request_or_final(ctx, on_notification)
                 if isinstance(event, FinalResponse):
                     return self._finish(ctx, request, event, reusable=True, retry=True)
-                if event.method != method:
-                    raise HoldLost("replay_diverged")
-                if answer is None:
+                digest = request_digest(event.method, event.params)
+                step = transcript.take(digest)
+                if step is None or step.answer is None:
+                    if step is None:
+                        self._metrics.state_rejections.labels("replay_diverged").inc()
+                        log.warning("replay_diverged", route=route.name, method=event.method)
+                    transcript.stop(step)
                     return await self._drive(ctx, request, caller, None, on_notification, initial=[event])
-                await ctx.pooled.session.respond(event.id, result=answer)
-                ctx.replayed.append({"m": method, "k": key, "r": answer})
+                await ctx.pooled.session.respond(event.id, result=step.answer)
+                ctx.replayed.append({"m": step.method, "k": step.key, "d": digest, "n": step.group, "r": step.answer})
         except BaseException as exc:
             if ctx.pooled is not None:
                 self._backend.discard(ctx, cancel=cancel_reason(exc) or "replay abandoned")
@@ -387,15 +416,26 @@ class CallDriver:
                 f"The backend asked for input more than {route.config.holds.max_rounds} times",
                 reason="max_rounds",
             )
+        group = max((e.get("n", 0) for e in hold.log if isinstance(e.get("n"), int)), default=0) + 1
         for server_request in batch:
             entry, elicitation_id = inputs.input_request(server_request.method, server_request.params)
-            key = hold.next_key(inputs.input_key, server_request.method)
+            digest = request_digest(server_request.method, server_request.params)
+            # A question a lost owner had asked keeps its key when a replay asks it again.
+            key = ctx.replay.key_for(digest) if ctx.replay is not None else None
+            key = key or hold.next_key(inputs.input_key, server_request.method)
             hold.pending[key] = Pending(server_request.id, server_request.method, entry, elicitation_id)
-            hold.log.append({"m": server_request.method, "k": key, "r": None})
+            hold.log.append({"m": server_request.method, "k": key, "d": digest, "n": group, "r": None})
         return self._input_required(ctx, hold, request, caller)
 
     def _new_hold(self, ctx: CallContext, request: Accepted, caller: Caller) -> Hold:
-        """A hold for ``request``, claimed (busy) by the call that creates it; round 0 until sealed."""
+        """A hold for ``request``, claimed (busy) by the call that creates it; round 0 until sealed.
+
+        Its absolute deadline is the route's ``holds.max_duration`` from now, or a replayed call's
+        original deadline; its key counter continues after every key a replayed call had used."""
+        now = time.monotonic()
+        not_after = now + ctx.route.config.holds.max_duration
+        if ctx.replay is not None and ctx.replay.until is not None:
+            not_after = min(not_after, now + (ctx.replay.until - time.time()))
         return Hold(
             id=self._registry.new_id(),
             route=ctx.route.name,
@@ -408,6 +448,9 @@ class CallDriver:
             round=0,
             busy=True,
             log=list(ctx.replayed),
+            counter=ctx.replay.key_base if ctx.replay is not None else 0,
+            not_after=not_after,
+            max_rounds=ctx.route.config.holds.max_rounds,
         )
 
     def _input_required(self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller) -> JsonObj:
@@ -417,10 +460,13 @@ class CallDriver:
             self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + route.config.holds.ttl)
         now = int(time.time())
         ttl = int(min(self._state_ttl, route.config.holds.ttl))
-        extra: JsonObj = {"owner_url": self._advertise_url} if self._advertise_url else {}
+        until = int(time.time() + (hold.not_after - time.monotonic()))  # the call's absolute deadline
+        extra: JsonObj = {"boot": self._boot, "until": until}
+        if self._advertise_url:
+            extra["owner_url"] = self._advertise_url
         claims = Claims(
             iat=now,
-            exp=now + max(ttl, 1),
+            exp=max(min(now + max(ttl, 1), until), now + 1),
             aud=route.name,
             method=hold.method,
             target=hold.target,

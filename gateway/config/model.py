@@ -271,7 +271,18 @@ class HoldPolicy(_Strict):
     """How long a legacy exchange waiting for client input is kept."""
 
     ttl: PositiveSeconds = Field(300, description="Seconds a held exchange waits for the client's retry.")
-    max_rounds: int = Field(10, ge=1, le=100, description="Most input rounds one call may take.")
+    max_rounds: int = Field(
+        10,
+        ge=1,
+        le=100,
+        description="Most input rounds one call may take. Every retry that is answered with another round "
+        "counts, including a retry that answers nothing.",
+    )
+    max_duration: PositiveSeconds = Field(
+        1800,
+        description="Absolute limit, in seconds from its first round, on how long one call may be held. Each retry "
+        "re-arms the hold's ttl, but never past this; a replayed call keeps the original call's limit.",
+    )
     batch_window: float = Field(
         0.01,
         ge=0,
@@ -455,6 +466,19 @@ class LimitsConfig(_Strict):
     max_listen_streams_per_principal: int = Field(
         16, ge=1, description="Most subscriptions/listen streams one client credential may hold open at once."
     )
+    tool_schema_cache_entries: int = Field(
+        1000,
+        ge=1,
+        description="Per route, most cached tool lists (one per distinct client credential, kept 60 s) used to "
+        "check Mcp-Param-* headers; the least recently used is dropped first.",
+    )
+    replay_memory: int = Field(
+        100_000,
+        ge=1,
+        description="Most replayed calls one replica remembers (about 100 bytes each) so that a replay token runs "
+        "once. Entries leave when no token of their call can still be valid; when every entry is still live, "
+        "further replays get HTTP 503 rather than risk running a call twice.",
+    )
 
 
 class LoggingConfig(_Strict):
@@ -477,7 +501,15 @@ class ReplicasConfig(_Strict):
         ),
     )
     forward_timeout: PositiveSeconds = Field(
-        5, description="Seconds to connect to the owning replica before the retry fails with the hold_lost error."
+        5,
+        description="Seconds to connect to the owning replica before the retry fails with the hold_lost error. "
+        "Once connected, the owner may stay silent for at most the route's backend.timeout.",
+    )
+    ca_file: str | None = Field(
+        None,
+        description="PEM file of the certificate authorities that sign the replicas' certificates, for an https "
+        "advertise_url whose certificates a private CA issues. Default: the system's trust store. The hop must run "
+        "on a private network or over TLS.",
     )
 
     @field_validator("advertise_url")

@@ -29,7 +29,7 @@ from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.pool import credential_digest
 from gateway.listen import Listener, acknowledged, stream_listener
 from gateway.replicas.auth import FORWARD_HEADER
-from gateway.replicas.forward import forward_to_owner
+from gateway.replicas.forward import OWNER_UNREACHABLE, forward_to_owner, hop_credential
 from gateway.translate.cursors import InvalidCursor
 
 log = structlog.get_logger("gateway.frontdoor")
@@ -103,10 +103,19 @@ def make_handler(path: str) -> Any:
             refusal = _refuse_body(request, Rejection(408, None, "Request Timeout", "body_timeout"))
             return await close_after(request, refusal)
         forwarded = FORWARD_HEADER in request.headers
-        if forwarded and not app[keys.FORWARD_SIGNER].verify(request.headers[FORWARD_HEADER], path, body):
-            metrics.rejections.labels("forward_signature").inc()
-            log.warning("forward_refused", route=route.name, reason="bad_signature")
-            return web.Response(status=403)
+        if forwarded:
+            refused = app[keys.FORWARD_SIGNER].check(
+                request.headers[FORWARD_HEADER],
+                method=request.method,
+                target=settings.config.replicas.advertise_url,
+                path=path,
+                body=body,
+                credential=hop_credential(request.headers, route),
+            )
+            if refused is not None:
+                metrics.rejections.labels("forward_signature").inc()
+                log.warning("forward_refused", route=route.name, reason=refused)
+                return web.Response(status=403)
         identified = await app[keys.AUTH].identify(request, path, forwarded=forwarded)
         if isinstance(identified, web.StreamResponse):
             return identified
@@ -273,12 +282,22 @@ async def _serve_modern(
                 await upstream_errors.check_tool_result(driver, route, caller, outcome, result)
             except HoldElsewhere as elsewhere:
                 # Nothing was sent to the client yet: the owner answers it, through us.
-                forwarded_response = await forward_to_owner(request, route, body, elsewhere.owner_url)
+                forwarded_response = await forward_to_owner(
+                    request, route, body, elsewhere.owner_url, request_id=outcome.id
+                )
                 if not isinstance(forwarded_response, GatewayError):
                     metrics.requests.labels(route.name, outcome.method, "forwarded").inc()
                     return forwarded_response
-                # The owner is gone: the route's policy decides (replay, or hold_lost).
-                result = await driver.replay_or_lost(route, outcome, caller, elsewhere.claims, stream.on_notification)
+                # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).
+                result = await driver.replay_or_lost(
+                    route,
+                    outcome,
+                    caller,
+                    elsewhere.claims,
+                    stream.on_notification,
+                    proven=forwarded_response.reason == OWNER_UNREACHABLE,
+                    lost=forwarded_response,
+                )
         except GatewayError as raised:
             exc = await upstream_errors.refine_error(driver, route, caller, outcome, raised)
             metrics.requests.labels(route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()

@@ -8,12 +8,16 @@ number and a deadline. The registry enforces three things the sealed state canno
   state is refused, and a hold in use by one retry is invisible to others;
 * **bounds** — a global and a per-principal cap, so abuse cannot grow memory without limit;
 * **expiry** — a reaper hands expired holds to ``on_expire``, which answers the backend itself
-  (elicitation → cancel, others → error) so the legacy tool finishes and the session is freed.
+  (elicitation → cancel, others → error) so the legacy tool finishes and the session is freed;
+* **no pinning** — each retry re-arms a hold's TTL, but never past the call's absolute deadline
+  (``not_after``), and every round a retry opens counts toward ``max_rounds``, answered or not.
+  A hold past either limit is ended like an expired one (:class:`HoldLimitReached`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
 from collections import Counter
@@ -21,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.errors import Overloaded
+from gateway.errors import HoldLost, Overloaded
 
 JsonObj = dict[str, Any]
 
@@ -52,8 +56,13 @@ class Hold:
     counter: int = 0
     busy: bool = False
     log: list[JsonObj] = field(default_factory=list)
-    """Every server request of the call in arrival order, ``{"m": method, "k": key, "r": answer}``
-    (``r`` None while unanswered): sealed into the state of routes that may replay a lost hold."""
+    """Every server request of the call in arrival order, ``{"m": method, "k": key, "d": digest,
+    "n": round group, "r": answer}`` (``r`` None while unanswered): sealed into the state of routes
+    that may replay a lost hold (:mod:`gateway.calls.replay`)."""
+    not_after: float = math.inf
+    """Absolute deadline of the whole call (monotonic seconds): no retry re-arms the TTL past it."""
+    max_rounds: int = 0
+    """Most rounds the call may open, every retry's included (0: no limit)."""
 
     def next_key(self, prefix_fn: Callable[[str, int], str], method: str) -> str:
         self.counter += 1
@@ -66,6 +75,15 @@ class RefusedHold(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class HoldLimitReached(HoldLost):
+    """A call used up its rounds or its absolute deadline; its hold was ended like an expired one,
+    so to the client it is a lost hold (start the call again) with its own ``data.cause``."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(cause)
+        self.message = message
 
 
 class HoldRegistry:
@@ -131,11 +149,28 @@ class HoldRegistry:
         return hold
 
     def put_back(self, hold: Hold, *, next_round: bool, deadline: float) -> None:
-        """Return a claimed hold for its next retry; ``next_round`` invalidates the old state."""
+        """Return a claimed hold for its next retry; ``next_round`` invalidates the old state.
+
+        The TTL ``deadline`` is capped by the call's absolute deadline. A hold that would open a
+        round past ``max_rounds``, or whose absolute deadline has passed, is ended instead (the
+        backend is answered as on expiry) and :class:`HoldLimitReached` is raised.
+        """
+        if next_round and hold.max_rounds and hold.round >= hold.max_rounds:
+            self._end(hold)
+            raise HoldLimitReached("max_rounds", f"The call took more than {hold.max_rounds} input rounds")
+        if hold.not_after <= time.monotonic():
+            self._end(hold)
+            raise HoldLimitReached("call_deadline", "The call ran past its deadline for input")
         if next_round:
             hold.round += 1
-        hold.deadline = deadline
+        hold.deadline = min(deadline, hold.not_after)
         hold.busy = False
+
+    def _end(self, hold: Hold) -> None:
+        self.remove(hold)
+        task = asyncio.create_task(self._on_expire(hold), name=f"hold-expire-{hold.id}")
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
 
     def release_claim(self, hold: Hold) -> None:
         """A claimed hold whose retry failed before any backend effect: same round stays valid."""
@@ -157,18 +192,12 @@ class HoldRegistry:
         """Remove expired holds and hand each to ``on_expire`` (in the background)."""
         doomed = self.expired(now)
         for hold in doomed:
-            self.remove(hold)
-            task = asyncio.create_task(self._on_expire(hold), name=f"hold-expire-{hold.id}")
-            self._expiring.add(task)
-            task.add_done_callback(self._expiring.discard)
+            self._end(hold)
         return len(doomed)
 
     async def close(self) -> None:
         """Expire every hold now (shutdown) and wait for the backends to be answered."""
         for hold in list(self._holds.values()):
-            self.remove(hold)
-            task = asyncio.create_task(self._on_expire(hold))
-            self._expiring.add(task)
-            task.add_done_callback(self._expiring.discard)
+            self._end(hold)
         if self._expiring:
             await asyncio.gather(*self._expiring, return_exceptions=True)

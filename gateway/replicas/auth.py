@@ -1,17 +1,35 @@
 """Authentication of the internal forwarding hop between replicas.
 
 Replicas share the requestState key ring, so the hop is authenticated with an HMAC keyed from the
-same secrets (HKDF, its own label, so the hop key is never the sealing key): ``v1.<unix
-seconds>.<base64url HMAC-SHA256(ts "\\n" path "\\n" sha256(body))>``. The first secret signs, every
-secret verifies (rotation), and a signature is valid for ``MAX_SKEW`` seconds either way. A
-forwarded request is never forwarded again, so a misrouted hop cannot loop.
+same secrets (HKDF, its own label, so the hop key is never the sealing key). The header is::
+
+    X-Mrtr-Forwarded: v2.<unix seconds>.<nonce>.<base64url HMAC-SHA256(message)>
+
+    message = "v2" \\n ts \\n nonce \\n METHOD \\n target \\n path \\n sha256(Authorization) sha256(body)
+
+* ``target`` is the base URL the hop is addressed to (the owner's ``advertise_url``); the receiver
+  puts its own there, so a hop captured on its way to one replica is refused by every other.
+* ``sha256(Authorization)`` binds the client's credential (empty when there is none): the hop cannot
+  be re-sent under another principal.
+* ``nonce`` is 16 random bytes; a verifier refuses a nonce it has seen, remembering each one for the
+  signature's validity window (``MAX_SKEW`` seconds either way) in a bounded memory. When that memory
+  is full of live nonces, hops are refused (fail closed) until some expire.
+* Decoding is strict: ASCII digits only, exactly one base64url spelling per value (no padding, no
+  non-canonical trailing bits), so a token has exactly one accepted form.
+
+The first secret signs, every secret verifies (rotation). A forwarded request is never forwarded
+again, so a misrouted hop cannot loop. The hop carries clients' requests and credentials: it must
+run on a private network or over TLS (an ``https`` advertise URL).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
+import re
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Final
@@ -19,40 +37,116 @@ from typing import Final
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from gateway.bounded import MemoryFull, OnceMemory
+
 FORWARD_HEADER: Final = "X-Mrtr-Forwarded"
 MAX_SKEW: Final = 30
-_INFO: Final = b"mrtr-gateway/replica-forward/v1/hmac-sha256"
+NONCE_MEMORY: Final = 100_000
+"""Nonces remembered per replica: room for more than 1,600 hops a second over the validity window."""
+_INFO: Final = b"mrtr-gateway/replica-forward/v2/hmac-sha256"
+_TOKEN_RE: Final = re.compile(r"v2\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})", re.ASCII)
 
 
 def _derive(secret: bytes) -> bytes:
     return HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(secret)
 
 
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64_strict(text: str) -> bytes | None:
+    """The bytes of canonical unpadded base64url ``text``, or None for any other spelling."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if _b64(raw) == text else None
+
+
+def _digest(text: str | None) -> bytes:
+    return hashlib.sha256((text or "").encode("utf-8", "surrogatepass")).digest()
+
+
 class ForwardSigner:
-    def __init__(self, secrets: Sequence[bytes]) -> None:
-        if not secrets:
+    """Signs hops with the first secret; verifies with every secret and refuses a nonce seen before."""
+
+    def __init__(self, secrets_: Sequence[bytes], *, nonce_memory: int = NONCE_MEMORY) -> None:
+        if not secrets_:
             raise ValueError("at least one secret is needed to sign forwarded requests")
-        self._keys = tuple(_derive(s) for s in secrets)
+        self._keys = tuple(_derive(s) for s in secrets_)
+        self._nonces: OnceMemory[str] = OnceMemory(nonce_memory)
 
     @staticmethod
-    def _message(ts: int, path: str, body: bytes) -> bytes:
-        return f"{ts}\n{path}\n".encode() + hashlib.sha256(body).digest()
+    def _message(
+        ts: str, nonce: str, method: str, target: str, path: str, credential: str | None, body: bytes
+    ) -> bytes:
+        head = "\n".join(("v2", ts, nonce, method.upper(), target, path, ""))
+        return head.encode("utf-8", "surrogatepass") + _digest(credential) + hashlib.sha256(body).digest()
 
-    def sign(self, path: str, body: bytes, now: float | None = None) -> str:
-        ts = int(time.time() if now is None else now)
-        mac = hmac.new(self._keys[0], self._message(ts, path, body), hashlib.sha256).digest()
-        return f"v1.{ts}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+    def sign(
+        self,
+        *,
+        method: str,
+        target: str,
+        path: str,
+        body: bytes,
+        credential: str | None,
+        now: float | None = None,
+    ) -> str:
+        ts = str(int(time.time() if now is None else now))
+        nonce = _b64(secrets.token_bytes(16))
+        message = self._message(ts, nonce, method, target, path, credential, body)
+        mac = hmac.new(self._keys[0], message, hashlib.sha256).digest()
+        return f"v2.{ts}.{nonce}.{_b64(mac)}"
 
-    def verify(self, token: str, path: str, body: bytes, now: float | None = None) -> bool:
-        parts = token.split(".")
-        if len(parts) != 3 or parts[0] != "v1" or not parts[1].isdigit() or len(parts[1]) > 12:
-            return False
-        ts = int(parts[1])
-        if abs((time.time() if now is None else now) - ts) > MAX_SKEW:
-            return False
+    def check(
+        self,
+        token: str,
+        *,
+        method: str,
+        target: str | None,
+        path: str,
+        body: bytes,
+        credential: str | None,
+        now: float | None = None,
+    ) -> str | None:
+        """None when the hop is authentic and new; otherwise the reason it is refused (for the log)."""
+        if target is None:
+            return "not_a_forwarding_target"  # this replica advertises no address: nobody forwards to it
+        match = _TOKEN_RE.fullmatch(token)
+        if match is None:
+            return "malformed"
+        ts_text, nonce, mac_text = match.groups()
+        given = _unb64_strict(mac_text)
+        if given is None or _unb64_strict(nonce) is None:
+            return "malformed"
+        ts = int(ts_text)
+        current = time.time() if now is None else now
+        if abs(current - ts) > MAX_SKEW:
+            return "stale"
+        message = self._message(ts_text, nonce, method, target, path, credential, body)
+        if not any(hmac.compare_digest(hmac.new(k, message, hashlib.sha256).digest(), given) for k in self._keys):
+            return "bad_signature"
         try:
-            given = base64.urlsafe_b64decode(parts[2] + "=" * (-len(parts[2]) % 4))
-        except ValueError:
-            return False
-        message = self._message(ts, path, body)
-        return any(hmac.compare_digest(hmac.new(key, message, hashlib.sha256).digest(), given) for key in self._keys)
+            if not self._nonces.first_use(nonce, ts + MAX_SKEW + 1, now=current):
+                return "nonce_reused"
+        except MemoryFull:
+            return "nonce_memory_full"
+        return None
+
+    def verify(
+        self,
+        token: str,
+        *,
+        method: str,
+        target: str | None,
+        path: str,
+        body: bytes,
+        credential: str | None,
+        now: float | None = None,
+    ) -> bool:
+        return (
+            self.check(token, method=method, target=target, path=path, body=body, credential=credential, now=now)
+            is None
+        )

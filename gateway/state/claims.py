@@ -14,7 +14,10 @@ Two values are digests rather than copies, for different reasons:
   not offer an offline guessing oracle for the credential, and two gateways with different keys
   produce unrelated tags for the same credential.
 
-Both are truncated to 16 bytes (128 bits) and base64url-encoded without padding, which is plenty
+A third digest, :func:`request_digest`, binds each answer in a replay transcript to the server
+request it answered, so a replay never hands an answer to a question the user did not see.
+
+All three are truncated to 16 bytes (128 bits) and base64url-encoded without padding, which is plenty
 for equality checks and keeps tokens short.
 
 This module is pure: stdlib only, no I/O, no aiohttp.
@@ -30,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Claims", "args_digest", "b64url_nopad", "principal_tag"]
+__all__ = ["Claims", "args_digest", "b64url_nopad", "principal_tag", "request_digest"]
 
 _DIGEST_BYTES = 16
 
@@ -86,6 +89,26 @@ def args_digest(arguments: Mapping[str, Any] | None) -> str:
         separators=(",", ":"),
         ensure_ascii=False,
     )
+    return b64url_nopad(hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()[:_DIGEST_BYTES])
+
+
+REQUEST_DIGEST_IGNORES = frozenset({"_meta"})
+"""Top-level ``params`` members left out of :func:`request_digest`: ``_meta`` carries progress
+tokens, related-request and related-task ids, which a legacy server mints afresh on every run and
+a client never shows the user. The JSON-RPC ``id`` of the server request is not part of ``params``
+and is left out too. Everything else stays in, ``elicitationId`` and a url-mode elicitation's
+``url`` included: a value that changes between runs makes the replay stop there and ask the user
+again, which costs a round but never answers an unseen question."""
+
+
+def request_digest(method: str, params: Mapping[str, Any] | None) -> str:
+    """Digest of one server request as the user saw it: method and params, canonical JSON.
+
+    Same canonical form as :func:`args_digest` (sorted keys, no whitespace, UTF-8), over
+    ``[method, params]`` without the members in :data:`REQUEST_DIGEST_IGNORES`.
+    """
+    kept = {k: v for k, v in (params or {}).items() if k not in REQUEST_DIGEST_IGNORES}
+    canonical = json.dumps([method, kept], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return b64url_nopad(hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()[:_DIGEST_BYTES])
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gateway.errors import Overloaded
-from gateway.holds.registry import Hold, HoldRegistry, RefusedHold
+from gateway.holds.registry import Hold, HoldLimitReached, HoldRegistry, RefusedHold
 
 
 def _hold(registry: HoldRegistry, principal: str | None = "p", ttl: float = 60) -> Hold:
@@ -121,3 +121,41 @@ async def test_close_expires_everything() -> None:
     await registry.close()
     assert sorted(h.id for h in expired) == sorted(h.id for h in holds)
     assert len(registry) == 0
+
+
+async def test_a_round_past_max_rounds_ends_the_hold_like_an_expiry() -> None:
+    expired: list[Hold] = []
+    registry = _registry(expired)
+    hold = _hold(registry)
+    hold.max_rounds = 2
+    _issued(registry, hold)
+    registry.take(hold.id, 1)
+    registry.put_back(hold, next_round=True, deadline=hold.deadline)  # round 2: still allowed
+    registry.take(hold.id, 2)
+    with pytest.raises(HoldLimitReached) as over:
+        registry.put_back(hold, next_round=True, deadline=hold.deadline)
+    assert over.value.reason == "max_rounds"
+    assert len(registry) == 0
+    await registry.close()
+    assert expired == [hold], "the backend is answered as on expiry"
+
+
+async def test_a_retry_never_rearms_the_ttl_past_the_calls_absolute_deadline() -> None:
+    expired: list[Hold] = []
+    registry = _registry(expired)
+    hold = _hold(registry, ttl=60)
+    hold.not_after = time.monotonic() + 5
+    _issued(registry, hold)
+    assert hold.deadline <= hold.not_after
+    registry.take(hold.id, 1)
+    registry.put_back(hold, next_round=True, deadline=time.monotonic() + 300)
+    assert hold.deadline == hold.not_after
+
+    registry.take(hold.id, 2)
+    hold.not_after = time.monotonic()  # the call's deadline has come
+    with pytest.raises(HoldLimitReached) as late:
+        registry.put_back(hold, next_round=True, deadline=time.monotonic() + 300)
+    assert late.value.reason == "call_deadline"
+    assert len(registry) == 0
+    await registry.close()
+    assert expired == [hold]

@@ -1,0 +1,84 @@
+"""Holds cannot be pinned and per-credential caches stay bounded (hostile clients)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+from harness import TEST_KEY, BareClient, route, running_gateway
+
+from gateway import keys
+from gateway.demo.backend import DemoBackend
+from gateway.errors import HOLD_LOST
+from gateway.holds.registry import HoldLimitReached
+from gateway.legacy.pool import credential_digest
+from gateway.state.codec import KeyRing
+
+Backend = tuple[DemoBackend, str]
+
+
+async def _until(predicate: object, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():  # type: ignore[operator]
+            await asyncio.sleep(0.01)
+
+
+async def test_retries_that_answer_nothing_count_toward_max_rounds(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    backend, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url, holds={"max_rounds": 3, "ttl": 300})]) as gw:
+        client = BareClient(http, gw.url())
+        state = (await client.call_tool("ask_city")).result["requestState"]
+        for _ in range(2):  # rounds 2 and 3: the same question again, the TTL re-armed
+            again = (await client.retry("ask_city", state, {})).result
+            assert again["resultType"] == "input_required"
+            state = again["requestState"]
+        over = await client.retry("ask_city", state, {})
+        assert over.error["code"] == HoldLimitReached.code
+        assert (over.error["data"]["reason"], over.error["data"]["cause"]) == (HOLD_LOST, "max_rounds")
+        assert len(gw.app[keys.HOLDS]) == 0
+        pool = gw.app[keys.ROUTES]["/mcp"].pool
+        await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
+        await _until(lambda: pool.leased_count == 0)
+
+
+async def test_no_state_outlives_the_calls_absolute_deadline(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url, holds={"ttl": 300, "max_duration": 20})]) as gw:
+        client = BareClient(http, gw.url())
+        started = time.time()
+        first = (await client.call_tool("ask_city")).result
+        again = (await client.retry("ask_city", first["requestState"], {})).result
+        ring = KeyRing([TEST_KEY.encode()])
+        for state in (first["requestState"], again["requestState"]):
+            assert ring.unseal(state).exp <= started + 21
+
+
+async def test_the_tool_schema_cache_is_bounded_across_many_credentials(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    async with running_gateway(
+        [route("demo", "/mcp", url, backend={"max_sessions": 16})], limits={"tool_schema_cache_entries": 16}
+    ) as gw:
+        runtime = gw.app[keys.ROUTES]["/mcp"]
+        gate = asyncio.Semaphore(8)
+
+        async def call(n: int) -> str:
+            async with gate:
+                reply = await BareClient(http, gw.url(), authorization=f"Bearer user-{n}").call_tool(
+                    "add", {"a": n, "b": 1}
+                )
+                return reply.text
+
+        # Every credential is its own backend session, so this stays in the hundreds; the cache
+        # itself is driven with thousands of keys in tests/unit/test_bounded.py.
+        texts = await asyncio.gather(*(call(n) for n in range(300)))
+        assert texts == [str(n + 1) for n in range(300)]
+        assert len(runtime.tool_schemas) == 16
+        assert runtime.tool_schemas.get(credential_digest("Bearer user-299")) is not None, "most recent kept"
+        assert runtime.tool_schemas.get(credential_digest("Bearer user-0")) is None, "least recent dropped"
