@@ -43,7 +43,16 @@ make_venv() {
     fi
 }
 
+lock_digest() {
+    "$python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$1"
+}
+
+# The dependencies .venv was installed from: a change to pyproject.toml (a new dependency, a new pin)
+# makes an existing .venv stale even when every import above still works.
+venv_stamp=".venv/.mrtr-pyproject.sha256"
+
 modern_ok() {
+    [[ -f "$venv_stamp" && "$(cat "$venv_stamp")" == "$(lock_digest pyproject.toml)" ]] || return 1
     "$repo_root/.venv/bin/python" - "$repo_root" "$modern_mcp_version" <<'PY' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
@@ -77,7 +86,8 @@ else
     make_venv .venv
     say "installing the gateway editable with test extras into .venv"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-    modern_ok || { say ".venv still fails its import check after install" >&2; exit 1; }
+    lock_digest pyproject.toml >"$venv_stamp"
+    modern_ok || { rm -f "$venv_stamp"; say ".venv still fails its import check after install" >&2; exit 1; }
     say ".venv ready"
 fi
 
@@ -94,9 +104,6 @@ fi
 ts_dir="tests/interop/ts"
 ts_stamp="$ts_dir/node_modules/.mrtr-package-lock.sha256"
 
-lock_digest() {
-    "$python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$1"
-}
 
 node_ok() {
     [[ -f "$ts_stamp" && "$(cat "$ts_stamp")" == "$(lock_digest "$ts_dir/package-lock.json")" ]] || return 1
