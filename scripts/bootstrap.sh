@@ -3,13 +3,20 @@
 #
 #   .venv         the gateway, editable, with its test extras (mcp==2.3.0 modern client + native server)
 #   .venv-legacy  mcp==1.30.0 only: the handshake-era FastMCP peer the interop tests run as a subprocess
+#   .venv-published
+#                 published legacy servers from PyPI (mcp-server-time, mcp-server-git,
+#                 office-word-mcp-server), every dependency pinned in tests/interop/published/requirements.txt
 #   tests/interop/ts/node_modules
 #                 the official TypeScript SDKs (client v2, server v1) for the TypeScript interop tests,
 #                 installed with `npm ci` from the committed package-lock.json (needs node >= 20 and npm)
+#   tests/interop/published/node_modules
+#                 published legacy servers from npm (@modelcontextprotocol/server-*), `npm ci` likewise
 #
 # The two SDK lines cannot share one environment. Each venv is checked with a real import and
-# left alone when it already works, so running this again is cheap. node_modules is reinstalled
-# only when the lock file changed since the last `npm ci` or a pinned package fails to import.
+# left alone when it already works, so running this again is cheap. .venv-published is reinstalled
+# only when its requirements file changed or a pinned package is missing or at another version.
+# Each node_modules is reinstalled only when its lock file changed since the last `npm ci` or a
+# pinned package is missing or at another version.
 #
 # Usage (from anywhere; it works in the repo root):  [PYTHON=python3.11] bash scripts/bootstrap.sh
 set -euo pipefail
@@ -101,28 +108,75 @@ else
     say ".venv-legacy ready"
 fi
 
-ts_dir="tests/interop/ts"
-ts_stamp="$ts_dir/node_modules/.mrtr-package-lock.sha256"
+published_reqs="tests/interop/published/requirements.txt"
+published_stamp=".venv-published/.mrtr-requirements.sha256"
 
+published_ok() {
+    [[ -f "$published_stamp" && "$(cat "$published_stamp")" == "$(lock_digest "$published_reqs")" ]] || return 1
+    # Every pinned distribution installed at its exact version, and the three servers' commands there.
+    "$repo_root/.venv-published/bin/python" - "$repo_root/$published_reqs" <<'PY' >/dev/null 2>&1 || return 1
+import sys
+from importlib.metadata import version
 
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if line:
+        name, wanted = line.split("==")
+        assert version(name) == wanted, (name, version(name), wanted)
+PY
+    [[ -x .venv-published/bin/mcp-server-time && -x .venv-published/bin/mcp-server-git \
+        && -x .venv-published/bin/word_mcp_server ]]
+}
+
+if published_ok; then
+    say ".venv-published is complete (matches $published_reqs): nothing to do"
+else
+    make_venv .venv-published
+    say "installing the published PyPI servers pinned in $published_reqs into .venv-published"
+    rm -f "$published_stamp"
+    .venv-published/bin/python -m pip install --quiet --disable-pip-version-check -r "$published_reqs"
+    lock_digest "$published_reqs" >"$published_stamp"
+    published_ok || { rm -f "$published_stamp"; say ".venv-published still fails its check after install" >&2; exit 1; }
+    say ".venv-published ready"
+fi
+
+# node_ok DIR [JS]: DIR's node_modules was installed by `npm ci` from the current lock file, every
+# dependency in DIR/package.json is there at its exact version, and the module code JS (run in DIR)
+# succeeds.
 node_ok() {
-    [[ -f "$ts_stamp" && "$(cat "$ts_stamp")" == "$(lock_digest "$ts_dir/package-lock.json")" ]] || return 1
-    # Every pinned dependency installed at its exact version, and both SDKs import.
-    (cd "$ts_dir" && node --input-type=module - <<'JS' >/dev/null 2>&1)
+    local dir="$1" extra="${2:-}"
+    local stamp="$dir/node_modules/.mrtr-package-lock.sha256"
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$(lock_digest "$dir/package-lock.json")" ]] || return 1
+    (cd "$dir" && node --input-type=module - <<JS >/dev/null 2>&1)
 import { readFileSync } from 'node:fs';
 const { dependencies } = JSON.parse(readFileSync('package.json', 'utf8'));
 for (const [name, wanted] of Object.entries(dependencies)) {
-    const { version } = JSON.parse(readFileSync(`node_modules/${name}/package.json`, 'utf8'));
-    if (version !== wanted) throw new Error(`${name} ${version} != ${wanted}`);
+    const { version } = JSON.parse(readFileSync(\`node_modules/\${name}/package.json\`, 'utf8'));
+    if (version !== wanted) throw new Error(\`\${name} \${version} != \${wanted}\`);
 }
-await import('@modelcontextprotocol/client');
-await import('@modelcontextprotocol/sdk/server/mcp.js');
+$extra
 JS
+}
+
+# npm_ci DIR WHAT [JS]: (re)install DIR/node_modules unless node_ok says it is complete.
+npm_ci() {
+    local dir="$1" what="$2" extra="${3:-}"
+    local stamp="$dir/node_modules/.mrtr-package-lock.sha256"
+    if node_ok "$dir" "$extra"; then
+        say "$dir/node_modules is complete (matches package-lock.json): nothing to do"
+        return
+    fi
+    say "installing $what into $dir/node_modules (npm ci)"
+    rm -f "$stamp"
+    (cd "$dir" && npm ci --no-audit --no-fund)
+    lock_digest "$dir/package-lock.json" >"$stamp"
+    node_ok "$dir" "$extra" || { rm -f "$stamp"; say "$dir/node_modules still fails its check after npm ci" >&2; exit 1; }
+    say "$dir/node_modules ready"
 }
 
 for tool in node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then
-        say "'$tool' not found; the TypeScript interop tests need Node.js >= 20 with npm (https://nodejs.org)" >&2
+        say "'$tool' not found; the TypeScript and published-server interop tests need Node.js >= 20 with npm (https://nodejs.org)" >&2
         exit 1
     fi
 done
@@ -131,15 +185,11 @@ if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0
     exit 1
 fi
 
-if node_ok; then
-    say "$ts_dir/node_modules is complete (matches package-lock.json): nothing to do"
-else
-    say "installing the TypeScript SDKs into $ts_dir/node_modules (npm ci)"
-    rm -f "$ts_stamp"
-    (cd "$ts_dir" && npm ci --no-audit --no-fund)
-    lock_digest "$ts_dir/package-lock.json" >"$ts_stamp"
-    node_ok || { rm -f "$ts_stamp"; say "$ts_dir/node_modules still fails its import check after npm ci" >&2; exit 1; }
-    say "$ts_dir/node_modules ready"
-fi
+# Both SDKs import.
+npm_ci tests/interop/ts "the TypeScript SDKs" \
+    "await import('@modelcontextprotocol/client'); await import('@modelcontextprotocol/sdk/server/mcp.js');"
+# Each server's command is installed.
+npm_ci tests/interop/published "the published npm servers" \
+    "for (const name of ['everything', 'filesystem', 'memory', 'sequential-thinking']) readFileSync(\`node_modules/.bin/mcp-server-\${name}\`);"
 
 say "done; run the tests with: .venv/bin/pytest"

@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,13 +58,27 @@ def _answers_http(port: int) -> bool:
 
 
 @contextmanager
-def run_peer(name: str, argv: list[str], port: int, log_dir: Path) -> Iterator[None]:
-    """Run ``argv`` until the block exits; return from ``__enter__`` once port ``port`` answers HTTP."""
+def run_peer(
+    name: str,
+    argv: list[str],
+    port: int,
+    log_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    start_timeout: float = PEER_START_TIMEOUT,
+) -> Iterator[None]:
+    """Run ``argv`` until the block exits; return from ``__enter__`` once port ``port`` answers HTTP.
+
+    ``env`` is added to the test process's environment (published servers take their port and
+    options from variables); ``start_timeout`` bounds the wait for the port."""
     log_path = log_dir / f"{name}-{port}.stderr.log"
+    child_env = {**os.environ, **env} if env is not None else None
     with log_path.open("w+b") as stderr:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+        )
         try:
-            deadline = time.monotonic() + PEER_START_TIMEOUT
+            deadline = time.monotonic() + start_timeout
             while not _answers_http(port):
                 try:
                     # Doubles as the poll pause and as the early exit when the peer dies.
@@ -74,7 +88,7 @@ def run_peer(name: str, argv: list[str], port: int, log_dir: Path) -> Iterator[N
                 if code is not None or time.monotonic() > deadline:
                     stderr.flush()
                     output = log_path.read_text(errors="replace")
-                    why = f"exited with code {code}" if code is not None else f"not ready in {PEER_START_TIMEOUT}s"
+                    why = f"exited with code {code}" if code is not None else f"not ready in {start_timeout}s"
                     raise PeerStartError(f"peer {name} {why}: {' '.join(argv)}\n--- stderr ({log_path}) ---\n{output}")
             yield
         finally:
