@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from harness import BareClient, accept, route, running_gateway
+from harness import BareClient, accept, route, running_gateway, running_replicas
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -404,3 +404,32 @@ async def test_anonymous_callers_share_one_explicit_hold_budget(
         (key,) = held[0]["inputRequests"]
         assert (await anonymous.retry("ask_city", held[0]["requestState"], {key: accept(city="X")})).text == "city=X"
         assert (await anonymous.call_tool("ask_city")).result["resultType"] == "input_required"
+
+
+async def test_a_trusted_header_travels_over_the_signed_replica_hop(fake_backend: Backend) -> None:
+    """The proxy is 127.0.0.2; the replicas reach each other from 127.0.0.1, outside `proxies`:
+    the owner honours the header of a forwarded retry because the hop is signed, and a direct
+    request from 127.0.0.1 with the same header is still refused."""
+    _, url = fake_backend
+    trusted = route(
+        "demo", "/mcp", url, auth={"trusted_header": {"header": "X-Forwarded-User", "proxies": ["127.0.0.2"]}}
+    )
+    proxy = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    user = {"X-Forwarded-User": "alice"}
+    async with (
+        aiohttp.ClientSession(connector=proxy) as via_proxy,
+        aiohttp.ClientSession() as direct,
+        running_replicas(2, [trusted]) as (a, b),
+    ):
+        first = (await BareClient(via_proxy, a.url()).call_tool("ask_city", headers=user)).result
+        (key,) = first["inputRequests"]
+        answer = {key: accept(city="Rome")}
+        bypass = await BareClient(direct, b.url()).retry("ask_city", first["requestState"], answer, headers=user)
+        assert bypass.status == 403
+        as_bob = await BareClient(via_proxy, b.url()).retry(
+            "ask_city", first["requestState"], answer, headers={"X-Forwarded-User": "bob"}
+        )
+        assert as_bob.error["message"] == "Invalid or expired requestState"
+        done = await BareClient(via_proxy, b.url()).retry("ask_city", first["requestState"], answer, headers=user)
+        assert done.text == "city=Rome"
+        assert b.app[keys.METRICS].forwards.labels("demo", "forwarded")._value.get() == 1
