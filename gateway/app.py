@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -37,6 +37,7 @@ from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.server import handler_options
 from gateway.state.codec import KeyRing
+from gateway.state.reload import KeyFileWatcher
 from gateway.translate.cursors import Cursors
 
 REAP_INTERVAL = 1.0
@@ -60,6 +61,7 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.ORIGINS] = OriginPolicy(config.listen.allowed_origins)
     app[keys.CURSORS] = Cursors(settings.state_keys)
     app[keys.AUTH] = gates = AuthGates(config.routes, lambda: app[keys.HTTP_CLIENT], _count_refusal(app))
+    app[keys.KEYRING] = KeyRing(settings.state_keys)
     app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
@@ -73,6 +75,7 @@ def build_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_http_client)
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
+    app.cleanup_ctx.append(_state_keys_reload)
     return app
 
 
@@ -154,7 +157,7 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
         on_change=metrics.holds.set,
     )
     driver = CallDriver(
-        keyring=KeyRing(settings.state_keys),
+        keyring=app[keys.KEYRING],
         registry=registry,
         metrics=metrics,
         replica_id=settings.replica_id,
@@ -171,6 +174,32 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
     with contextlib.suppress(asyncio.CancelledError):
         await reaper
     await registry.close()
+
+
+async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:
+    """Keys read from state.keys_file are re-read while the gateway runs (see gateway.state.reload)."""
+    settings = app[keys.SETTINGS]
+    if settings.state_keys_file is None:
+        yield
+        return
+    ring = app[keys.KEYRING]
+
+    def apply(secrets: Sequence[bytes]) -> None:
+        ring.replace(secrets)  # validates first: raises before anything changed
+        app[keys.FORWARD_SIGNER].rekey(secrets)
+        app[keys.PASSTHROUGH].rekey(secrets)
+        app[keys.CURSORS].rekey(secrets)
+
+    def describe() -> str:
+        return ",".join(ring.key_ids)
+
+    watcher = KeyFileWatcher(settings.state_keys_file, settings.state_keys, apply, describe)
+    app[keys.KEY_WATCHER] = watcher
+    task = asyncio.create_task(watcher.run(settings.config.state.reload_interval), name="state-keys-reload")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _reap_holds(registry: HoldRegistry) -> None:

@@ -1,17 +1,27 @@
-"""Command line: ``mrtr-gateway serve | check-config | gen-key | demo``."""
+"""Command line: ``mrtr-gateway serve | check-config | gen-key | config-schema | healthcheck | demo``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import errno
+import os
 import shlex
 import signal
 import sys
+import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 
-from gateway.config import ConfigError, json_schema, load_config
+import yaml
+from aiohttp import web
+
+from gateway.config import ConfigError, Settings, json_schema, load_config
+from gateway.config.load import PLACEHOLDER_MARK, redact_url
 from gateway.config.model import BackendConfig
+
+DEFAULT_CONFIG = "/etc/mrtr-gateway/gateway.yaml"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -25,17 +35,48 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"mrtr-gateway: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
+    if placeholders := settings.placeholder_keys():
+        print(
+            f"mrtr-gateway: invalid configuration:\nstate.keys: key #{placeholders[0]} is a placeholder "
+            f"({PLACEHOLDER_MARK}…), not a secret; generate one with `mrtr-gateway gen-key`",
+            file=sys.stderr,
+        )
+        return 2
     logging_cfg = settings.config.logging
     configure_logging(logging_cfg.level, logging_cfg.json_logs)
     listen = settings.config.listen
-    # The server bounds connections and header sizes (gateway.server); the app, everything else.
-    server.run(
-        app,
-        args.host or listen.host,
-        args.port if args.port is not None else listen.port,
-        listen,
-    )
+    host, port = args.host or listen.host, args.port if args.port is not None else listen.port
+    app.on_startup.append(_reload_keys_on_sighup)
+    try:
+        # The server bounds connections and header sizes (gateway.server); the app, everything else.
+        server.run(app, host, port, listen)
+    except OSError as exc:
+        # Binding is the only step that fails this way before serving; say which address, in one line.
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            raise
+        print(f"mrtr-gateway: cannot listen on {host}:{port}: {os.strerror(exc.errno).lower()}", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _reload_keys_on_sighup(app: web.Application) -> None:
+    """SIGHUP re-reads state.keys_file now (runs after the cleanup contexts started the watcher).
+
+    Without a keys file there is nothing to reload, but SIGHUP must still not end the process
+    (its default action): a habit of `kill -HUP` after editing a config would stop the gateway.
+    """
+    import structlog
+
+    from gateway import keys
+
+    if keys.KEY_WATCHER in app:
+        handler = app[keys.KEY_WATCHER].request
+    else:
+
+        def handler() -> None:
+            structlog.get_logger("gateway").warning("sighup_ignored", reason="state keys are not read from a file")
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, handler)
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -49,13 +90,50 @@ def _check_config(args: argparse.Namespace) -> int:
         return 1
     routes = ", ".join(f"{r.name} ({r.path} → {_backend_label(r.backend)})" for r in settings.routes)
     print(f"{args.file}: OK — {len(settings.routes)} route(s): {routes}")
+    _warn_placeholders(args.file, settings)
     return 0
+
+
+def _warn_placeholders(file: str, settings: Settings) -> None:
+    for index in settings.placeholder_keys():
+        print(
+            f"{file}: warning: state.keys #{index} is a placeholder; `serve` refuses it "
+            "(generate a key with `mrtr-gateway gen-key`)",
+            file=sys.stderr,
+        )
 
 
 def _backend_label(backend: BackendConfig) -> str:
     if backend.command is not None:
         return "stdio: " + shlex.join(backend.command)
-    return str(backend.url)
+    return redact_url(str(backend.url))
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    """GET /healthz on the port the configuration listens on (the container's HEALTHCHECK).
+
+    Only ``listen`` is read, so the probe works whatever else the file holds and needs no keys.
+    """
+    port, host = args.port, "127.0.0.1"
+    if port is None:
+        try:
+            data = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+            listen = (data or {}).get("listen") or {}
+            port = int(listen.get("port", 8080))
+            configured = str(listen.get("host", "0.0.0.0"))  # noqa: S104
+        except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as exc:
+            print(f"healthcheck: cannot read listen.port from {args.config}: {exc}", file=sys.stderr)
+            return 1
+        if configured not in ("0.0.0.0", "::", ""):  # noqa: S104
+            host = f"[{configured}]" if ":" in configured else configured
+    url = f"http://{host}:{port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            ok = response.status == 200
+    except OSError as exc:
+        print(f"healthcheck: {url}: {exc}", file=sys.stderr)
+        return 1
+    return 0 if ok else 1
 
 
 def _gen_key(args: argparse.Namespace) -> int:
@@ -95,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=_gen_key)
     schema = sub.add_parser("config-schema", help="print the configuration JSON schema")
     schema.set_defaults(func=_schema)
+    health = sub.add_parser("healthcheck", help="exit 0 when the gateway on this host answers /healthz")
+    health.add_argument("--config", default=DEFAULT_CONFIG, help=f"read listen.port from it (default {DEFAULT_CONFIG})")
+    health.add_argument("--port", type=int, help="probe this port instead")
+    health.add_argument("--timeout", type=float, default=4.0, help="seconds to wait (default 4)")
+    health.set_defaults(func=_healthcheck)
     demo = sub.add_parser("demo", help="run a bundled legacy demo server behind the gateway on loopback")
     demo.add_argument("--port", type=int, default=8080, help="gateway port (default 8080; 0 = any free port)")
     demo.add_argument(

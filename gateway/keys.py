@@ -15,6 +15,8 @@ from gateway.holds.registry import HoldRegistry
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
+from gateway.state.codec import KeyRing
+from gateway.state.reload import KeyFileWatcher
 from gateway.translate.cursors import Cursors
 
 if TYPE_CHECKING:  # the passthrough module reads these keys, so it cannot be imported here
@@ -35,3 +37,5 @@ CURSORS = web.AppKey("cursors", Cursors)
 AUTH = web.AppKey("auth", AuthGates)
 PRINCIPAL: web.RequestKey[str | None] = web.RequestKey("principal")
 """The principal :class:`~gateway.auth.AuthGates` identified for this request (``None``: anonymous)."""
+KEYRING = web.AppKey("keyring", KeyRing)
+KEY_WATCHER = web.AppKey("key_watcher", KeyFileWatcher)

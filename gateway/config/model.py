@@ -22,6 +22,46 @@ class _Strict(BaseModel):
 
 PositiveSeconds = Annotated[float, Field(gt=0, le=86_400)]
 
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
+
+
+def check_host(host: str) -> str:
+    """Refuse what no resolver accepts (spaces, empty labels, stray characters) at check time, not at the
+    first connection: an IP address (IPv6 without brackets here) or a DNS name of letters, digits, ``-``, ``_``."""
+    if not host:
+        raise ValueError("the host is empty")
+    if any(c.isspace() for c in host):
+        raise ValueError(f"the host {host!r} contains a space")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        labels = host.removesuffix(".").split(".")
+        if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+            raise ValueError(f"the host {host!r} is not a valid host name or IP address") from None
+    return host
+
+
+def check_http_url(url: str, *, base_only: bool = False) -> str:
+    """An absolute http(s) URL whose host and port could be connected to; ``base_only``: no path or query."""
+    if any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in url):
+        raise ValueError("must not contain spaces or control characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an absolute http:// or https:// URL")
+    hostport = parts.netloc.rpartition("@")[2]
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"the port in {hostport!r} must be a number from 1 to 65535")
+    check_host(parts.hostname or "")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("must not have a #fragment (it is never sent to the server)")
+    if base_only and (parts.path not in ("", "/") or parts.query or url.endswith("?")):
+        raise ValueError("must be a base URL like http://10.1.2.3:8080 (scheme, host, port; no path)")
+    return url
+
 
 def _looks_like_origin(value: str) -> bool:
     try:
@@ -85,6 +125,11 @@ class ListenConfig(_Strict):
                 raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path), nor '*'")
         return origins
 
+    @field_validator("host")
+    @classmethod
+    def _bindable(cls, host: str) -> str:
+        return check_host(host)
+
 
 class StateConfig(_Strict):
     """Sealing keys for requestState (AES-256-GCM via HKDF)."""
@@ -95,9 +140,25 @@ class StateConfig(_Strict):
             "Secrets, each at least 32 bytes. The first seals, every one unseals. To rotate: add the new key "
             "at the end of every replica's list first, then move it to the front, then drop the old one after "
             "the hold TTL, so that no replica ever meets a token sealed with a key it does not know. "
-            "Overridden by the MRTR_GATEWAY_STATE_KEYS environment variable (comma-separated). "
-            "Generate one with `mrtr-gateway gen-key`."
+            "Overridden by the MRTR_GATEWAY_STATE_KEYS environment variable (comma-separated). Not together "
+            "with keys_file. Generate one with `mrtr-gateway gen-key`."
         ),
+    )
+    keys_file: str | None = Field(
+        None,
+        description=(
+            "Read the keys from this path instead of `keys` (e.g. a mounted Kubernetes Secret): a file holding "
+            "the list (comma- or newline-separated, the first seals), or a directory holding one key per file, "
+            "taken in file-name order (hidden files such as Kubernetes' ..data are skipped). Re-read on SIGHUP "
+            "and every reload_interval seconds; a changed list replaces the ring without dropping held calls, "
+            "and a list that does not validate is logged and ignored. MRTR_GATEWAY_STATE_KEYS overrides it."
+        ),
+    )
+    reload_interval: float = Field(
+        10,
+        ge=0,
+        le=3600,
+        description="Seconds between checks of keys_file for a changed list (0: only on SIGHUP).",
     )
     ttl: PositiveSeconds = Field(
         600, description="Upper bound on a requestState's lifetime in seconds (a hold's TTL caps it further)."
@@ -106,15 +167,26 @@ class StateConfig(_Strict):
     @field_validator("keys")
     @classmethod
     def _long_enough(cls, keys: list[str]) -> list[str]:
-        for index, key in enumerate(keys):
-            if len(key.encode()) < 32:
-                raise ValueError(
-                    f"key #{index} is {len(key.encode())} bytes; each key must be at least 32 bytes "
-                    "(generate one with `mrtr-gateway gen-key`)"
-                )
-            if key in keys[:index]:
-                raise ValueError(f"key #{index} repeats key #{keys.index(key)}; remove the duplicate")
+        check_state_keys(keys)
         return keys
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StateConfig:
+        if self.keys and self.keys_file:
+            raise ValueError("set keys or keys_file, not both")
+        return self
+
+
+def check_state_keys(keys: list[str]) -> None:
+    """Every key at least 32 bytes, none repeated (the ring would refuse both anyway, later and less clearly)."""
+    for index, key in enumerate(keys):
+        if len(key.encode()) < 32:
+            raise ValueError(
+                f"key #{index} is {len(key.encode())} bytes; each key must be at least 32 bytes "
+                "(generate one with `mrtr-gateway gen-key`)"
+            )
+        if key in keys[:index]:
+            raise ValueError(f"key #{index} repeats key #{keys.index(key)}; remove the duplicate")
 
 
 class CacheHints(_Strict):
@@ -233,9 +305,7 @@ class BackendConfig(_Strict):
             return url
         if transport == "stdio":
             raise ValueError("not allowed when transport is stdio (the server is run from `command`)")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError("must be an absolute http:// or https:// URL")
-        return url
+        return check_http_url(url)
 
     @field_validator("command")
     @classmethod
@@ -445,6 +515,8 @@ class RouteConfig(_Strict):
     def _abs_path(cls, path: str) -> str:
         if not path.startswith("/") or any(c.isspace() for c in path) or path in ("/healthz", "/readyz", "/metrics"):
             raise ValueError("must start with '/', contain no spaces and not be /healthz, /readyz or /metrics")
+        if "?" in path or "#" in path:
+            raise ValueError("must be a plain path without a query ('?') or fragment ('#'); routes match the path")
         return path
 
 
@@ -515,8 +587,8 @@ class ReplicasConfig(_Strict):
     @field_validator("advertise_url")
     @classmethod
     def _base_url(cls, url: str | None) -> str | None:
-        if url is not None and not re.match(r"^https?://[^/\s]+/?$", url):
-            raise ValueError("must be a base URL like http://10.1.2.3:8080 (scheme, host, port; no path)")
+        if url is not None:
+            check_http_url(url, base_only=True)
         return url.rstrip("/") if url else url
 
 
@@ -537,11 +609,16 @@ class GatewayConfig(_Strict):
     @field_validator("routes")
     @classmethod
     def _unique_routes(cls, routes: list[RouteConfig]) -> list[RouteConfig]:
+        # Every duplicate is reported (one per line), so fixing a name does not reveal a hidden path clash.
+        problems = []
         for label in ("name", "path"):
             first_seen: dict[str, int] = {}
             for index, route in enumerate(routes):
                 value = getattr(route, label)
                 if value in first_seen:
-                    raise ValueError(f"duplicate {label} {value!r}: routes[{first_seen[value]}] and routes[{index}]")
-                first_seen[value] = index
+                    problems.append(f"duplicate {label} {value!r}: routes[{first_seen[value]}] and routes[{index}]")
+                else:
+                    first_seen[value] = index
+        if problems:
+            raise ValueError("\n".join(problems))
         return routes

@@ -100,13 +100,18 @@ class PassthroughSessions:
     MAX_LENGTH: Final = 2048
 
     def __init__(self, secrets: Sequence[bytes]) -> None:
+        self._aeads: list[AESGCM] = []
+        self.rekey(secrets)
+        self.closing = False
+        """Set on shutdown: open streams end at their next quiet moment (the client resumes elsewhere)."""
+
+    def rekey(self, secrets: Sequence[bytes]) -> None:
+        """Seal with the first of ``secrets`` from now on, open with any of them (key reload)."""
         if not secrets:
             raise ValueError("at least one key is needed to seal legacy session ids")
         self._aeads = [
             AESGCM(HKDF(algorithm=SHA256(), length=32, salt=None, info=_SESSION_INFO).derive(s)) for s in secrets
         ]
-        self.closing = False
-        """Set on shutdown: open streams end at their next quiet moment (the client resumes elsewhere)."""
 
     def open(self, route: str, backend_id: str, credential: str | None) -> str:
         nonce = os.urandom(12)

@@ -72,10 +72,15 @@ class ForwardSigner:
     """Signs hops with the first secret; verifies with every secret and refuses a nonce seen before."""
 
     def __init__(self, secrets_: Sequence[bytes], *, nonce_memory: int = NONCE_MEMORY) -> None:
+        self._keys: tuple[bytes, ...] = ()
+        self.rekey(secrets_)
+        self._nonces: OnceMemory[str] = OnceMemory(nonce_memory)
+
+    def rekey(self, secrets_: Sequence[bytes]) -> None:
+        """Sign with the first of ``secrets_`` from now on, and verify with any of them (key reload)."""
         if not secrets_:
             raise ValueError("at least one secret is needed to sign forwarded requests")
         self._keys = tuple(_derive(s) for s in secrets_)
-        self._nonces: OnceMemory[str] = OnceMemory(nonce_memory)
 
     @staticmethod
     def _message(

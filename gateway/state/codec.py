@@ -25,6 +25,10 @@ Rotation. ``KeyRing([first, *others])``: the first secret seals, every secret un
 roll out ``[new, old]`` and drop ``old`` once every token it sealed has expired. A replica that has
 not yet been given ``new`` refuses tokens ``new`` sealed (``unknown_key``), so in a multi-replica
 rollout first ship ``[old, new]`` everywhere, then ``[new, old]``, then ``[new]``.
+:meth:`KeyRing.replace` swaps the secrets of a running ring in one step (no await, so no request
+sees half a ring): a gateway re-reading its key file rotates without a restart, and held calls
+keep working because a hold keeps no key, only the state the client echoes, which the old secret
+still in the ring unseals.
 
 Plaintext: compact ASCII JSON of the claims with short keys. Every key is always present.
 
@@ -208,6 +212,20 @@ class KeyRing:
 
     def __repr__(self) -> str:
         return f"<KeyRing keys={len(self._aeads)} sealing_kid={self._seal_kid.hex()}>"
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """Hex key ids in ring order (the first seals): non-secret fingerprints for logs."""
+        return tuple(kid.hex() for kid in self._aeads)
+
+    def replace(self, secrets: Sequence[bytes]) -> None:
+        """Use ``secrets`` from now on, validated exactly as the constructor does.
+
+        Raises like the constructor and then leaves the ring unchanged. Tokens sealed before keep
+        unsealing as long as their secret is still in ``secrets``.
+        """
+        fresh = KeyRing(secrets)
+        self._aeads, self._salts, self._seal_kid = fresh._aeads, fresh._salts, fresh._seal_kid
 
     @property
     def salt(self) -> bytes:

@@ -39,6 +39,11 @@ class InvalidCursor(ValueError):
 
 class Cursors:
     def __init__(self, secrets: Sequence[bytes]) -> None:
+        self._keys: tuple[bytes, ...] = ()
+        self.rekey(secrets)
+
+    def rekey(self, secrets: Sequence[bytes]) -> None:
+        """Sign with the first of ``secrets`` from now on, and open with any of them (key reload)."""
         if not secrets:
             raise ValueError("at least one secret is needed to sign cursors")
         self._keys = tuple(HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(s) for s in secrets)

@@ -6,12 +6,20 @@ that the developer's shell cannot change the outcome.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import re
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -130,3 +138,139 @@ def test_unknown_subcommand_is_a_usage_error() -> None:
     result = run_cli("frobnicate")
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
+
+
+# --- mistakes the command line catches ----------------------------------------------------------
+
+
+def write_config(tmp_path: Path, **overrides: Any) -> Path:
+    data: dict[str, Any] = {
+        "state": {"keys": ["k" * 32]},
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "logging": {"json": True},
+        "routes": [{"name": "main", "path": "/mcp", "backend": {"url": "http://127.0.0.1:9/mcp"}}],
+        **overrides,
+    }
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_check_config_never_prints_credentials_embedded_in_a_url(tmp_path: Path) -> None:
+    url = "https://alice:hunter2@tickets.example.com/mcp?api_key=tok3n"
+    path = write_config(tmp_path, routes=[{"name": "t", "path": "/mcp", "backend": {"url": url}}])
+    result = run_cli("check-config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "t (/mcp → https://<redacted>@tickets.example.com/mcp?api_key=<redacted>)" in result.stdout
+    assert "hunter2" not in result.stdout + result.stderr
+    assert "tok3n" not in result.stdout + result.stderr
+
+
+def test_check_config_warns_that_the_example_key_is_a_placeholder() -> None:
+    result = run_cli("check-config", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "warning: state.keys #0 is a placeholder; `serve` refuses it" in result.stderr
+
+
+def test_serve_refuses_the_example_files_placeholder_key() -> None:
+    result = run_cli("serve", "--config", str(EXAMPLE))
+    assert result.returncode == 2
+    assert "state.keys: key #0 is a placeholder (REPLACE-ME…), not a secret" in result.stderr
+    assert "mrtr-gateway gen-key" in result.stderr
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--config", str(write_config(tmp_path)), "--port", str(port))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"mrtr-gateway: cannot listen on 127.0.0.1:{port}: address already in use"
+    ]
+
+
+def test_check_config_names_the_duplicate_yaml_key(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        "routes:\n  - name: a\n    path: /mcp\n    path: /other\n    backend: {url: 'http://h/mcp'}\n", encoding="utf-8"
+    )
+    result = run_cli("check-config", str(path))
+    assert result.returncode == 1
+    assert f"{path}: not valid YAML at line 4, column 5: duplicate key 'path' (first set at line 3)" in result.stderr
+
+
+# --- a running gateway: healthcheck, and keys reloaded on SIGHUP ---------------------------------
+
+
+@contextlib.contextmanager
+def serving(config: Path) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+    """``serve`` in a subprocess; its stderr lines arrive in the queue. Stopped with SIGTERM at the end."""
+    clean = {k: v for k, v in os.environ.items() if k not in (STATE_KEYS_ENV, REPLICA_ID_ENV)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO_ROOT,
+        env=clean,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr or ()], daemon=True)
+    reader.start()
+    try:
+        yield proc, lines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        reader.join(timeout=TIMEOUT)
+        proc.stderr.close()
+
+
+def wait_for_line(lines: queue.Queue[str], needle: str) -> str:
+    deadline = time.monotonic() + TIMEOUT
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if needle in line:
+            return line
+    raise AssertionError(f"no stderr line with {needle!r} within {TIMEOUT} s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_healthcheck_probes_the_configured_port(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path, listen={"host": "0.0.0.0", "port": port})
+    assert run_cli("healthcheck", "--config", str(config)).returncode == 1  # nothing listens yet
+    with serving(config) as (_, lines):
+        wait_for_line(lines, "listening")
+        result = run_cli("healthcheck", "--config", str(config))
+        assert result.returncode == 0, result.stderr
+
+
+def test_sighup_reloads_the_keys_file_without_a_restart(tmp_path: Path) -> None:
+    from gateway.state.codec import KeyRing
+
+    old, new = "o" * 43, "n" * 43
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(old, encoding="utf-8")
+    config = write_config(tmp_path, state={"keys_file": str(keys_file), "reload_interval": 0})
+    with serving(config) as (proc, lines):
+        wait_for_line(lines, "listening")
+        keys_file.write_text(f"{new}\n{old}\n", encoding="utf-8")
+        proc.send_signal(signal.SIGHUP)
+        reloaded = json.loads(wait_for_line(lines, "state_keys_reloaded"))
+        assert proc.poll() is None
+    assert reloaded["keys"] == ",".join(KeyRing([new.encode(), old.encode()]).key_ids)
+    assert old not in json.dumps(reloaded)
+    assert new not in json.dumps(reloaded)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gateway.config import ConfigError, Settings, json_schema, load_config, parse_config
-from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV
+from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV, redact_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "config" / "gateway.example.yaml"
@@ -334,3 +334,202 @@ def test_published_schema_is_the_model_schema() -> None:
 def test_example_points_editors_at_the_schema() -> None:
     first_line = EXAMPLE.read_text(encoding="utf-8").splitlines()[0]
     assert first_line == "# yaml-language-server: $schema=./gateway.schema.json"
+
+
+# --- mistakes caught at check time --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:99999/mcp", "the port in '127.0.0.1:99999' must be a number from 1 to 65535"),
+        ("http://127.0.0.1:0/mcp", "the port in '127.0.0.1:0' must be a number from 1 to 65535"),
+        ("http://backend:http/mcp", "the port in 'backend:http' must be a number from 1 to 65535"),
+        ("http://my backend/mcp", "must not contain spaces or control characters"),
+        ("http://bad_host!/mcp", "the host 'bad_host!' is not a valid host name or IP address"),
+        ("http://a..b/mcp", "the host 'a..b' is not a valid host name or IP address"),
+        ("http:///mcp", "must be an absolute http:// or https:// URL"),
+        ("http://h/mcp#part", "must not have a #fragment (it is never sent to the server)"),
+    ],
+)
+def test_a_backend_url_that_cannot_be_connected_to_is_refused_at_check_time(url: str, expected: str) -> None:
+    assert config_error(minimal(routes=[route(url=url)])) == f"routes[0].backend.url: {expected}"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h", "https://user:pw@h.example:8443/mcp?tenant=a", "http://[::1]:8000/mcp", "http://10.0.0.1:1/"]
+)
+def test_usual_backend_urls_are_accepted(url: str) -> None:
+    assert parse_config(minimal(routes=[route(url=url)]), env={}).routes[0].backend.url == url
+
+
+@pytest.mark.parametrize("host", ["0.0.0 .0", "", "local host", "bad/host"])
+def test_a_listen_host_with_spaces_or_stray_characters_is_refused(host: str) -> None:
+    assert config_error(minimal(listen={"host": host})).startswith("listen.host: the host ")
+
+
+@pytest.mark.parametrize("url", ["http://10.1.2.3:70000", "http://10.1.2.3:8080/mcp", "http://10.1.2.3:8080/?a=1"])
+def test_a_bad_advertise_url_is_refused(url: str) -> None:
+    assert config_error(minimal(replicas={"advertise_url": url})).startswith("replicas.advertise_url: ")
+
+
+@pytest.mark.parametrize("path", ["/mcp?tenant=a", "/mcp#x"])
+def test_a_route_path_with_a_query_or_fragment_is_refused(path: str) -> None:
+    assert config_error(minimal(routes=[route(path=path)])) == (
+        "routes[0].path: must be a plain path without a query ('?') or fragment ('#'); routes match the path"
+    )
+
+
+def test_a_duplicate_route_name_no_longer_hides_a_duplicate_path() -> None:
+    message = config_error(minimal(routes=[route("a", "/one"), route("a", "/one")]))
+    assert message.splitlines() == [
+        "routes: duplicate name 'a': routes[0] and routes[1]",
+        "routes: duplicate path '/one': routes[0] and routes[1]",
+    ]
+
+
+def test_a_type_error_shows_the_bad_value_truncated() -> None:
+    message = config_error(minimal(listen={"port": "eighty" * 30}))
+    assert message.startswith("listen.port: Input should be a valid integer")
+    shown = message.split("(got ", 1)[1]
+    assert shown.startswith("'eightyeighty")
+    assert shown.endswith("…)")
+    assert len(shown) <= 62
+
+
+def test_a_type_error_in_a_secret_field_does_not_show_the_value() -> None:
+    secret = "s3cr3t-value-that-must-not-be-printed"
+    message = config_error(minimal(routes=[route(headers={"X-Api-Key": [secret]})]))
+    assert message.startswith("routes[0].backend.headers.X-Api-Key: Input should be a valid string")
+    assert secret not in message
+
+
+def test_a_literal_error_shows_what_was_given() -> None:
+    message = config_error(minimal(routes=[route(transport="carrier-pigeon")]))
+    assert message.startswith("routes[0].backend.transport: Input should be ")
+    assert message.endswith("(got 'carrier-pigeon')")
+
+
+def test_duplicate_yaml_keys_are_an_error_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"state:\n  keys: [{KEY_A}]\nlisten:\n  port: 8080\n  port: 9090\n"
+        "routes:\n  - name: main\n    path: /mcp\n    backend: {url: 'http://h/mcp'}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(info.value) == (
+        f"{path}: not valid YAML at line 5, column 3: duplicate key 'port' (first set at line 4)"
+    )
+
+
+def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(
+        f"state:\n  keys: [{KEY_A}]\n"
+        "routes:\n  - name: main\n    path: /mcp\n    backend:\n      <<: {url: 'http://h/mcp', timeout: 5}\n"
+        "      timeout: 9\n",
+        encoding="utf-8",
+    )
+    assert load_config(path, env={}).routes[0].backend.timeout == 9
+
+
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text("listen:\n  port: 8080\n routes: [\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    message = str(info.value)
+    assert message.startswith(f"{path}: not valid YAML at line 3, column 2: ")
+    assert "<unicode string>" not in message
+
+
+# --- credentials in URLs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://alice:hunter2@h.example/mcp", "https://<redacted>@h.example/mcp"),
+        ("https://tok3n@h.example:8443/mcp", "https://<redacted>@h.example:8443/mcp"),
+        ("http://h/mcp?api_key=tok3n&x=", "http://h/mcp?api_key=<redacted>&x=<redacted>"),
+        ("http://h/mcp", "http://h/mcp"),
+    ],
+)
+def test_redact_url_hides_credentials(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_a_bad_url_with_credentials_is_refused_without_printing_them() -> None:
+    message = config_error(minimal(routes=[route(url="http://alice:hunter2@h:99999/mcp")]))
+    assert "hunter2" not in message
+    assert message == "routes[0].backend.url: the port in 'h:99999' must be a number from 1 to 65535"
+
+
+# --- keys from a file or directory --------------------------------------------------------------
+
+
+def keyfile_config(path: Path, **state: Any) -> dict[str, Any]:
+    return minimal(state={"keys_file": str(path), **state})
+
+
+def test_keys_come_from_a_file_holding_the_list(tmp_path: Path) -> None:
+    path = tmp_path / "keys"
+    path.write_text(f"{KEY_B},{KEY_A}\n", encoding="utf-8")
+    settings = parse_config(keyfile_config(path), env={})
+    assert settings.state_keys == (KEY_B.encode(), KEY_A.encode())
+    assert settings.state_keys_file == path
+
+
+def test_keys_come_from_a_directory_one_per_file_in_name_order_skipping_hidden_entries(tmp_path: Path) -> None:
+    """The layout of a mounted Kubernetes Secret: a symlink per key into a hidden ..data directory."""
+    data = tmp_path / "..2026_01_01_00_00_00.000000001"
+    data.mkdir()
+    (data / "1-current").write_text(KEY_B + "\n", encoding="utf-8")
+    (data / "2-previous").write_text(KEY_A, encoding="utf-8")
+    (tmp_path / "..data").symlink_to(data.name)
+    for name in ("1-current", "2-previous"):
+        (tmp_path / name).symlink_to(f"..data/{name}")
+    assert parse_config(keyfile_config(tmp_path), env={}).state_keys == (KEY_B.encode(), KEY_A.encode())
+
+
+def test_a_directory_file_holding_a_list_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "keys").write_text(f"{KEY_A},{KEY_B}", encoding="utf-8")
+    message = config_error(keyfile_config(tmp_path))
+    assert message.startswith(f"state.keys_file: {tmp_path}: keys holds a list")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("", "holds no key"),
+        ("short", "key #0 is 5 bytes; each key must be at least 32 bytes"),
+        (f"{KEY_A}\n{KEY_A}", "key #1 repeats key #0"),
+    ],
+)
+def test_a_bad_key_file_is_refused_naming_it(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "keys"
+    path.write_text(content, encoding="utf-8")
+    assert config_error(keyfile_config(path)).startswith(f"state.keys_file: {path}: {expected}")
+
+
+def test_a_missing_key_file_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "absent"
+    assert config_error(keyfile_config(path)).startswith(f"state.keys_file: {path}: cannot read it (")
+
+
+def test_keys_and_keys_file_together_are_refused(tmp_path: Path) -> None:
+    data = minimal(state={"keys": [KEY_A], "keys_file": str(tmp_path)})
+    assert config_error(data) == "state: set keys or keys_file, not both"
+
+
+def test_state_keys_env_replaces_a_keys_file(tmp_path: Path) -> None:
+    settings = parse_config(keyfile_config(tmp_path / "absent"), env={STATE_KEYS_ENV: KEY_B})
+    assert (settings.state_keys, settings.state_keys_file) == ((KEY_B.encode(),), None)
+
+
+def test_the_example_key_is_a_placeholder() -> None:
+    settings = load_config(EXAMPLE, env={})
+    assert settings.placeholder_keys() == [0]
+    assert parse_config(minimal(), env={}).placeholder_keys() == []
