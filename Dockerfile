@@ -6,20 +6,28 @@
 #     -e MRTR_GATEWAY_STATE_KEYS="$(docker run --rm mrtr-gateway gen-key)" mrtr-gateway
 #
 # No configuration is baked in: mount one at /etc/mrtr-gateway/gateway.yaml (start from
-# config/gateway.example.yaml) and pass the sealing keys through MRTR_GATEWAY_STATE_KEYS.
-# The Helm chart in helm/mrtr-gateway does both.
+# config/gateway.example.yaml) and give the sealing keys through state.keys_file (a mounted
+# Secret, reloaded without a restart) or MRTR_GATEWAY_STATE_KEYS. The Helm chart in
+# helm/mrtr-gateway does both.
+#
+# Reproducible: the base image is pinned by digest (the multi-architecture index of
+# python:3.11.14-slim-bookworm; to move it, `docker buildx imagetools inspect <tag>` and update
+# both tag and digest), and every Python package, the build backend included, is installed at the
+# version in constraints.txt (scripts/lock-runtime.sh regenerates it).
 
-ARG PYTHON_IMAGE=python:3.11-slim
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 # --- build: the project and its dependencies as wheels --------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
+# PIP_CONSTRAINT also reaches the isolated build environment, so setuptools is pinned too.
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_CONSTRAINT=/src/constraints.txt \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY constraints.txt pyproject.toml README.md ./
 COPY gateway ./gateway
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --wheel-dir /wheels . dumb-init
 
 # --- runtime: the wheels installed into a clean slim image, run as a non-root user ----------------
 FROM ${PYTHON_IMAGE} AS runtime
@@ -36,13 +44,18 @@ RUN groupadd --system --gid 10001 gateway \
 # Bind-mounted from the build stage so the wheels never land in a layer; pip compiles the
 # bytecode at install time, so a read-only root filesystem costs nothing at start-up.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels /wheels/mrtr_gateway-*.whl \
+    --mount=type=bind,from=build,source=/src/constraints.txt,target=/tmp/constraints.txt \
+    pip install --no-index --find-links /wheels --constraint /tmp/constraints.txt \
+       /wheels/mrtr_gateway-*.whl dumb-init \
     && mkdir -p /etc/mrtr-gateway
 
 USER 10001:10001
 EXPOSE 8080
-# Slim images have no curl; the probe assumes the default listen.port (8080).
+# Slim images have no curl: the gateway probes itself, on the listen.port of the mounted config.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
-ENTRYPOINT ["mrtr-gateway"]
+    CMD ["mrtr-gateway", "healthcheck", "--config", "/etc/mrtr-gateway/gateway.yaml"]
+# dumb-init is PID 1: it reaps orphans (a stdio backend's own children would otherwise stay
+# zombies) and forwards SIGTERM/SIGHUP to the gateway alone (--single-child), so the gateway, not
+# its backends, decides the shutdown order.
+ENTRYPOINT ["dumb-init", "--single-child", "--", "mrtr-gateway"]
 CMD ["serve", "--config", "/etc/mrtr-gateway/gateway.yaml"]

@@ -73,7 +73,7 @@ repo, wanted = Path(sys.argv[1]).resolve(), sys.argv[2]
 assert version("mcp") == wanted, version("mcp")
 assert Path(gateway.__file__).resolve().is_relative_to(repo), gateway.__file__
 PY
-    [[ -x "$repo_root/.venv/bin/ruff" && -x "$repo_root/.venv/bin/mypy" ]]
+    [[ -x "$repo_root/.venv/bin/ruff" && -x "$repo_root/.venv/bin/mypy" && -x "$repo_root/.venv/bin/dumb-init" ]]
 }
 
 legacy_ok() {

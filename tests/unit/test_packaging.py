@@ -98,10 +98,8 @@ def test_every_stage_builds_on_a_pinned_python_311_slim_image(dockerfile: list[I
     images = [resolve_image(i.args, build_args) for i in dockerfile if i.keyword == "FROM"]
     assert len(images) >= 2, "the image is built in stages: wheels first, then a clean runtime"
     for image in images:
-        name, _, tag = image.partition(":")
-        assert name == "python"
-        assert tag.startswith("3.11-slim"), image
-        assert "latest" not in tag
+        # Pinned by digest, so that two builds start from the same bytes; the tag says what it is.
+        assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-[a-z]+)?@sha256:[0-9a-f]{64}", image), image
 
 
 def test_runtime_runs_as_the_non_root_uid_10001(runtime_stage: list[Instruction]) -> None:
@@ -110,19 +108,61 @@ def test_runtime_runs_as_the_non_root_uid_10001(runtime_stage: list[Instruction]
     assert any("--uid 10001" in i.args for i in runtime_stage if i.keyword == "RUN")
 
 
-def test_entrypoint_is_the_console_script_and_cmd_serves_the_mounted_config(runtime_stage: list[Instruction]) -> None:
-    assert json.loads(only(runtime_stage, "ENTRYPOINT").args) == ["mrtr-gateway"]
+def test_entrypoint_is_the_console_script_under_an_init_and_cmd_serves_the_mounted_config(
+    runtime_stage: list[Instruction],
+) -> None:
+    # dumb-init as PID 1 reaps orphans of stdio backends (tests/e2e/test_container_init.py) and
+    # forwards signals to the gateway alone, which then stops its backends in its own order.
+    assert json.loads(only(runtime_stage, "ENTRYPOINT").args) == ["dumb-init", "--single-child", "--", "mrtr-gateway"]
     assert "mrtr-gateway" in PYPROJECT["project"]["scripts"]
     assert json.loads(only(runtime_stage, "CMD").args) == ["serve", "--config", "/etc/mrtr-gateway/gateway.yaml"]
 
 
-def test_runtime_exposes_8080_and_probes_healthz_without_curl(runtime_stage: list[Instruction]) -> None:
+def test_runtime_exposes_8080_and_probes_healthz_on_the_configured_port(runtime_stage: list[Instruction]) -> None:
+    """The probe reads listen.port from the config CMD serves (tests/unit/test_cli.py runs it)."""
     assert only(runtime_stage, "EXPOSE").args == "8080"
     healthcheck = only(runtime_stage, "HEALTHCHECK").args
     command = json.loads(healthcheck.split("CMD", 1)[1])
-    assert command[:2] == ["python", "-c"]
-    assert "urllib.request" in command[2]
-    assert "http://127.0.0.1:8080/healthz" in command[2]
+    serve = json.loads(only(runtime_stage, "CMD").args)
+    assert command == ["mrtr-gateway", "healthcheck", "--config", serve[serve.index("--config") + 1]]
+
+
+# --- locked dependencies ------------------------------------------------------------------------
+
+CONSTRAINTS = REPO_ROOT / "constraints.txt"
+
+
+def constraint_pins() -> dict[str, str]:
+    pins = {}
+    for line in CONSTRAINTS.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([A-Za-z0-9_.+!-]+)", line)
+            assert match, f"constraints.txt: not a name==version pin: {line!r}"
+            pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return pins
+
+
+def test_constraints_pin_every_runtime_dependency_within_pyproject() -> None:
+    from packaging.requirements import Requirement
+
+    pins = constraint_pins()
+    for spec in [*PYPROJECT["project"]["dependencies"], *PYPROJECT["build-system"]["requires"], "dumb-init"]:
+        requirement = Requirement(spec)
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        assert name in pins, f"{requirement.name} is not pinned in constraints.txt (run scripts/lock-runtime.sh)"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"constraints.txt pins {name}=={pins[name]}, outside pyproject's {requirement.specifier}"
+        )
+
+
+def test_both_stages_install_under_the_constraints(dockerfile: list[Instruction]) -> None:
+    build, runtime = stages(dockerfile)[0], stages(dockerfile)[-1]
+    assert any("constraints.txt" in i.args for i in build if i.keyword == "COPY")
+    assert any("PIP_CONSTRAINT=/src/constraints.txt" in i.args for i in build if i.keyword == "ENV")
+    (install,) = [i for i in runtime if i.keyword == "RUN" and "pip install" in i.args]
+    assert "--no-index" in install.args
+    assert "--constraint /tmp/constraints.txt" in install.args
+    assert "dumb-init" in install.args
 
 
 def test_runtime_environment_is_unbuffered_without_bytecode_writes(runtime_stage: list[Instruction]) -> None:
