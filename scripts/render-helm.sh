@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Lint and render the Helm chart, then run `mrtr-gateway check-config` on the gateway.yaml that
-# each rendering puts in its ConfigMap, so a chart change cannot ship a config the gateway refuses.
+# Lint, render and validate the Helm chart, then run `mrtr-gateway check-config` on the
+# gateway.yaml that each rendering puts in its ConfigMap, so a chart change cannot ship a config the
+# gateway refuses, a manifest Kubernetes refuses, or an alert rule Prometheus refuses.
 #
 #   scripts/render-helm.sh [OUT_DIR]        (default: build/helm-render)
 #
-# Value sets: the chart defaults, then every helm/mrtr-gateway/ci/*-values.yaml. Values that must
-# be refused (a typo caught by values.schema.json, keys or replica_id in `config`) are checked too.
+# Value sets: the chart defaults (plus stateKeys.existingSecret, the one value without a default),
+# then every helm/mrtr-gateway/ci/*-values.yaml. Each rendering is validated with
+# kubernetes-validate in strict mode (unknown fields refused) against $KUBE_VERSIONS; the
+# Prometheus Operator's kinds have no schema there and get a structural check, and every
+# PrometheusRule's groups pass `promtool check rules`. Values that must be refused (no state keys,
+# a typo caught by values.schema.json, keys or replica_id in `config`) are checked too, each for its
+# own reason.
 #
-# Helm: the `helm` CLI when it is on PATH (HELM=... to choose one); otherwise Helm's own Go SDK
-# (v4) through the `helm-python-sdk` wheel from PyPI, installed once into a tools venv
-# ($MRTR_TOOLS_VENV, default ~/.cache/mrtr-gateway/tools-venv). The gateway runs from $PYTHON
-# (default .venv/bin/python).
+# Tools: the `helm` CLI when it is on PATH (HELM=... to choose one); otherwise Helm's own Go SDK
+# (v4) through the `helm-python-sdk` wheel from PyPI. Both helm-python-sdk and kubernetes-validate
+# are installed once into a tools venv ($MRTR_TOOLS_VENV, default ~/.cache/mrtr-gateway/tools-venv).
+# promtool comes from Debian's `prometheus` package, installed with apt-get when missing and
+# running as root (as CI does). The gateway runs from $PYTHON (default .venv/bin/python).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,22 +26,33 @@ OUT="${1:-$ROOT/build/helm-render}"
 PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 HELM="${HELM:-$(command -v helm || true)}"
 HELM_PYTHON_SDK="helm-python-sdk==0.2.2"
+KUBERNETES_VALIDATE="kubernetes-validate==1.37.0"
+KUBE_VERSIONS="${KUBE_VERSIONS:-1.29.0 1.32.0 1.35.0}"
 
-if [[ -n "$HELM" ]]; then
-  DRIVER_PYTHON="$PYTHON"
-else
-  TOOLS="${MRTR_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-gateway/tools-venv}"
-  if ! "$TOOLS/bin/python" -c "import helm_python, yaml" 2>/dev/null; then
-    echo "render-helm: no helm CLI; installing $HELM_PYTHON_SDK into $TOOLS" >&2
-    python3 -m venv "$TOOLS"
-    "$TOOLS/bin/pip" install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" "PyYAML>=6"
+TOOLS="${MRTR_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-gateway/tools-venv}"
+if ! "$TOOLS/bin/python" -c "import helm_python, yaml, kubernetes_validate" 2>/dev/null; then
+  echo "render-helm: installing $HELM_PYTHON_SDK and $KUBERNETES_VALIDATE into $TOOLS" >&2
+  [[ -x "$TOOLS/bin/python" ]] || python3 -m venv "$TOOLS"
+  "$TOOLS/bin/pip" install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" "$KUBERNETES_VALIDATE" "PyYAML>=6"
+fi
+DRIVER_PYTHON="$TOOLS/bin/python"
+
+PROMTOOL="${PROMTOOL:-$(command -v promtool || true)}"
+if [[ -z "$PROMTOOL" ]]; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    echo "render-helm: installing promtool (Debian package prometheus) with apt-get" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    PROMTOOL="$(command -v promtool)"
+  else
+    echo "render-helm: promtool not found; install Debian's prometheus package (or set PROMTOOL)" >&2
+    exit 1
   fi
-  DRIVER_PYTHON="$TOOLS/bin/python"
 fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-export CHART OUT HELM
+export CHART OUT HELM PROMTOOL KUBE_VERSIONS
 
 "$DRIVER_PYTHON" - <<'PY'
 """Lint and render each value set; write every manifest and the ConfigMap's gateway.yaml to OUT."""
@@ -48,12 +66,27 @@ import yaml
 
 chart, out, helm_cli = Path(os.environ["CHART"]), Path(os.environ["OUT"]), os.environ["HELM"]
 RELEASE, NAMESPACE = "ci", "mrtr"
+KEYS = {"stateKeys": {"existingSecret": "ci-state-keys"}}  # the one value without a default
 ROUTE = {"name": "r", "path": "/mcp", "backend": {"url": "http://127.0.0.1:8000/mcp"}}
-REFUSED = {
-    "unknown-config-option": {"config": {"routes": [{**ROUTE, "backend": {"url": "http://h", "tiemout": 3}}]}},
-    "keys-in-configmap": {"config": {"state": {"keys": ["k" * 40]}, "routes": [ROUTE]}},
-    "fixed-replica-id": {"config": {"replica_id": "one", "routes": [ROUTE]}},
-    "short-state-key": {"stateKeys": {"keys": ["short"]}},
+REFUSED = {  # label: (values, a phrase the refusal must contain)
+    "no-state-keys": ({}, "The chart never generates them"),
+    "unknown-config-option": (
+        {**KEYS, "config": {"routes": [{**ROUTE, "backend": {"url": "http://h", "tiemout": 3}}]}},
+        "tiemout",
+    ),
+    "keys-in-configmap": ({**KEYS, "config": {"state": {"keys": ["k" * 40]}, "routes": [ROUTE]}}, "config.state.keys"),
+    "keys-file-in-configmap": (
+        {**KEYS, "config": {"state": {"keys_file": "/k"}, "routes": [ROUTE]}},
+        "config.state.keys_file",
+    ),
+    "fixed-replica-id": ({**KEYS, "config": {"replica_id": "one", "routes": [ROUTE]}}, "config.replica_id"),
+    "short-state-key": ({"stateKeys": {"keys": ["short"]}}, "stateKeys"),
+}
+KINDS = {  # label: (kinds the rendering must hold, kinds it must not)
+    "defaults": ({"NetworkPolicy", "PodDisruptionBudget"}, {"Secret", "HorizontalPodAutoscaler", "PrometheusRule"}),
+    "all-features-values": ({"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule", "ConfigMap"}, {"Secret"}),
+    "explicit-keys-values": ({"Secret"}, set()),
+    "single-replica-values": (set(), {"PodDisruptionBudget", "NetworkPolicy"}),
 }
 
 
@@ -96,13 +129,53 @@ def lint_and_render(values_file: Path | None, values: dict | None = None) -> lis
     return docs
 
 
+def validate(label: str, docs: list[dict]) -> list[str]:
+    """Strict Kubernetes schemas for three versions; the operator's kinds structurally; promtool."""
+    import kubernetes_validate
+
+    problems = []
+    for doc in docs:
+        name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+        if doc.get("apiVersion") == "monitoring.coreos.com/v1":
+            if doc["kind"] not in ("ServiceMonitor", "PrometheusRule") or not doc.get("spec"):
+                problems.append(f"{name}: not a ServiceMonitor or PrometheusRule with a spec")
+            continue
+        for version in os.environ["KUBE_VERSIONS"].split():
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                path = "/".join(map(str, exc.path))
+                problems.append(f"{name}: Kubernetes {version}: {path}: {exc.message}")
+            except kubernetes_validate.SchemaNotFoundError:
+                problems.append(f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}")
+    for index, rule in enumerate(d for d in docs if d.get("kind") == "PrometheusRule"):
+        rules_file = out / f"{label}-rules-{index}.yaml"
+        rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+        run = subprocess.run([os.environ["PROMTOOL"], "check", "rules", str(rules_file)], capture_output=True, text=True)
+        if run.returncode:
+            problems.append(f"promtool check rules: {run.stdout}{run.stderr}")
+    return problems
+
+
 failed = False
 for values_file in [None, *sorted((chart / "ci").glob("*-values.yaml"))]:
     label = values_file.stem if values_file else "defaults"
     try:
-        docs = lint_and_render(values_file)
+        if values_file:
+            docs = lint_and_render(values_file)
+        else:
+            docs = lint_and_render(None, KEYS)
     except RuntimeError as exc:
         print(f"render-helm: {label}: FAILED\n{exc}", file=sys.stderr)
+        failed = True
+        continue
+    problems = validate(label, docs)
+    present = {d["kind"] for d in docs}
+    must, must_not = KINDS.get(label, (set(), set()))
+    problems += [f"expected a {kind}" for kind in sorted(must - present)]
+    problems += [f"expected no {kind}" for kind in sorted(must_not & present)]
+    if problems:
+        print(f"render-helm: {label}: INVALID\n  " + "\n  ".join(problems), file=sys.stderr)
         failed = True
         continue
     target = out / label
@@ -114,14 +187,19 @@ for values_file in [None, *sorted((chart / "ci").glob("*-values.yaml"))]:
         failed = True
         continue
     (target / "gateway.yaml").write_text(configmaps[0]["data"]["gateway.yaml"])
-    print(f"render-helm: {label}: lint and render OK ({', '.join(sorted({d['kind'] for d in docs}))})")
+    kinds = ", ".join(sorted({d["kind"] for d in docs}))
+    print(f"render-helm: {label}: lint, render and strict validation for {os.environ['KUBE_VERSIONS']} OK ({kinds})")
 
-for label, values in REFUSED.items():
+for label, (values, phrase) in REFUSED.items():
     try:
         lint_and_render(None, values)
     except RuntimeError as exc:
-        reason = str(exc).strip().splitlines()[-1].strip()
-        print(f"render-helm: refused as it should be: {label}: {reason}")
+        if phrase not in str(exc):
+            print(f"render-helm: {label}: refused, but not for its reason ({phrase!r}):\n{exc}", file=sys.stderr)
+            failed = True
+            continue
+        reason = " ".join(str(exc).split())
+        print(f"render-helm: refused as it should be: {label}: {reason[-200:]}")
     else:
         print(f"render-helm: {label}: rendered, but the chart should refuse it", file=sys.stderr)
         failed = True

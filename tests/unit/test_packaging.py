@@ -330,18 +330,25 @@ def test_each_template_holds_one_resource() -> None:
 
 
 def test_deployment_wires_probes_identity_keys_and_config_checksum() -> None:
+    """The keys come from the Secret mounted as a directory (a subPath or an environment variable
+    would not see a rotation), and no key checksum rolls the pods: the gateway re-reads the file."""
     text = (CHART / "templates" / "deployment.yaml").read_text(encoding="utf-8")
     for needle in (
         "checksum/config:",
+        "startupProbe:",
         "path: /healthz",
         "path: /readyz",
         "name: MRTR_GATEWAY_REPLICA_ID",
         "fieldPath: metadata.name",
-        "name: MRTR_GATEWAY_STATE_KEYS",
-        "secretKeyRef:",
+        'secretName: {{ include "mrtr-gateway.stateKeysSecretName" . }}',
+        'mountPath: {{ include "mrtr-gateway.stateKeysDir" . }}',
         "mountPath: /etc/mrtr-gateway",
     ):
         assert needle in text, needle
+    for absent in ("MRTR_GATEWAY_STATE_KEYS", "checksum/state-keys", "subPath"):
+        assert absent not in text, absent
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    assert '"keys_file" (printf "%s/keys" (include "mrtr-gateway.stateKeysDir" .))' in helpers
 
 
 def test_default_security_context_is_non_root_and_read_only(values: dict[str, Any]) -> None:
@@ -350,3 +357,87 @@ def test_default_security_context_is_non_root_and_read_only(values: dict[str, An
     assert values["securityContext"]["readOnlyRootFilesystem"] is True
     assert values["securityContext"]["allowPrivilegeEscalation"] is False
     assert values["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+# --- dashboard and alerts -------------------------------------------------------------------------
+
+DASHBOARD = CHART / "dashboards" / "mrtr-gateway.json"
+PROMETHEUS_RULE = CHART / "templates" / "prometheusrule.yaml"
+METRIC_NAME = re.compile(r"\bmrtr_gateway_[a-z0-9_]+\b")
+
+# The families the dashboard must show (one panel at least each), by the metric that carries them.
+DASHBOARD_FAMILIES = {
+    "request rate by route and outcome": "mrtr_gateway_requests_total",
+    "request latency": "mrtr_gateway_request_seconds_bucket",
+    "holds": "mrtr_gateway_holds",
+    "rounds": "mrtr_gateway_input_rounds_total",
+    "hold expirations": "mrtr_gateway_hold_expirations_total",
+    "state refusals by reason": "mrtr_gateway_request_state_rejections_total",
+    "backend errors": "mrtr_gateway_backend_errors_total",
+    "forwards and replays": "mrtr_gateway_forwards_total",
+    "sessions": "mrtr_gateway_backend_sessions",
+}
+ALERTS = {
+    "MrtrGatewayBackendUnavailable": "mrtr_gateway_backend_errors_total",
+    "MrtrGatewayStateRefusalsSpike": "mrtr_gateway_request_state_rejections_total",
+    "MrtrGatewayHoldsNearCapacity": "mrtr_gateway_holds",
+    "MrtrGatewayHoldExpirations": "mrtr_gateway_hold_expirations_total",
+    "MrtrGatewayReplicasUnreachable": "mrtr_gateway_forwards_total",
+}
+
+
+def exported_series() -> set[str]:
+    """Every series name the gateway's /metrics can carry, derived from the Metrics collectors."""
+    from gateway.observability.metrics import Metrics
+
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+    names = set()
+    for family in Metrics.create().registry.collect():
+        names.add(family.name)
+        names.update(family.name + suffix for suffix in suffixes.get(family.type, ()))
+    return names
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    queries = [
+        (panel["title"], target["expr"])
+        for panel in dashboard["panels"]
+        if panel["type"] != "row"
+        for target in panel["targets"]
+    ]
+    queries += [
+        (f"variable {v['name']}", v["query"]["query"]) for v in dashboard["templating"]["list"] if v["type"] == "query"
+    ]
+    return queries
+
+
+def test_dashboard_is_grafana_json_with_a_panel_per_family() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert dashboard["uid"] == "mrtr-gateway"
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    for panel in panels:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        assert panel["targets"], panel["title"]
+    for family, metric in DASHBOARD_FAMILIES.items():
+        assert any(metric in t["expr"] for p in panels for t in p["targets"]), f"no panel shows {family} ({metric})"
+
+
+def test_every_dashboard_query_names_an_existing_metric() -> None:
+    exported = exported_series()
+    for where, query in dashboard_queries():
+        names = METRIC_NAME.findall(query)
+        assert names, f"{where}: names no gateway metric: {query}"
+        assert set(names) <= exported, f"{where}: unknown metric {set(names) - exported}"
+
+
+def test_every_alert_names_an_existing_metric() -> None:
+    text = PROMETHEUS_RULE.read_text(encoding="utf-8")
+    alerts = re.findall(r"- alert: (\w+)\n\s+expr: \|\n((?: {12}.*\n)+)", text)
+    assert {name for name, _ in alerts} == set(ALERTS)
+    exported = exported_series()
+    for name, expr in alerts:
+        names = set(METRIC_NAME.findall(expr))
+        assert ALERTS[name] in names, name
+        assert names <= exported, f"{name}: unknown metric {names - exported}"

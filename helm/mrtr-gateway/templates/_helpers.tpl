@@ -42,6 +42,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* Labels of the `helm test` pod: the release's, but not the gateway pods' selector (no Service, PDB or
+policy may take it for a gateway pod). */}}
+{{- define "mrtr-gateway.testLabels" -}}
+helm.sh/chart: {{ include "mrtr-gateway.chart" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
 {{/* Labels that select the gateway pods; immutable once installed. */}}
 {{- define "mrtr-gateway.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "mrtr-gateway.name" . }}
@@ -59,7 +68,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The Secret holding the requestState sealing keys: stateKeys.existingSecret or the chart's own. */}}
 {{- define "mrtr-gateway.stateKeysSecretName" -}}
+{{- if not (or .Values.stateKeys.existingSecret .Values.stateKeys.keys) }}
+{{- fail (printf "stateKeys: no requestState keys. The chart never generates them (replicas and upgrades must share them). Create a Secret and name it:\n  kubectl -n %s create secret generic %s-state-keys --from-literal=keys=\"$(docker run --rm %s gen-key)\"\n  helm install ... --set stateKeys.existingSecret=%s-state-keys\nor set stateKeys.keys (each at least 32 bytes)." .Release.Namespace (include "mrtr-gateway.fullname" .) (include "mrtr-gateway.image" .) (include "mrtr-gateway.fullname" .)) }}
+{{- end }}
 {{- default (printf "%s-state-keys" (include "mrtr-gateway.fullname" .)) .Values.stateKeys.existingSecret }}
+{{- end }}
+
+{{/* Where the key Secret is mounted; the rendered config's state.keys_file points at its one file. */}}
+{{- define "mrtr-gateway.stateKeysDir" -}}
+/var/run/secrets/mrtr-gateway/state-keys
+{{- end }}
+
+{{/* How many gateway pods run at least: the HPA's floor when autoscaling, else replicaCount. */}}
+{{- define "mrtr-gateway.minReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/* PromQL label matchers selecting this release's series (prometheusRule.selector or job + namespace). */}}
+{{- define "mrtr-gateway.promSelector" -}}
+{{- default (printf "job=%q,namespace=%q" (include "mrtr-gateway.fullname" .) .Release.Namespace) .Values.prometheusRule.selector }}
 {{- end }}
 
 {{/* The container image reference; a digest wins over a tag. */}}
@@ -90,6 +117,11 @@ each pod's replica id from its name through MRTR_GATEWAY_REPLICA_ID.
 {{- if dig "state" "keys" nil $config }}
 {{- fail "config.state.keys must stay unset: put the keys in stateKeys.keys or stateKeys.existingSecret, so that they live in a Secret, not a ConfigMap" }}
 {{- end }}
+{{- if dig "state" "keys_file" nil $config }}
+{{- fail "config.state.keys_file must stay unset: the chart mounts the stateKeys Secret and points keys_file at it" }}
+{{- end }}
+{{- $state := merge (dict "keys_file" (printf "%s/keys" (include "mrtr-gateway.stateKeysDir" .))) (default (dict) $config.state) }}
+{{- $_ := set $config "state" $state }}
 {{- if dig "replica_id" nil $config }}
 {{- fail "config.replica_id must stay unset: each pod's replica id is its pod name (MRTR_GATEWAY_REPLICA_ID)" }}
 {{- end }}
