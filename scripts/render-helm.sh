@@ -52,7 +52,8 @@ fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-export CHART OUT HELM PROMTOOL KUBE_VERSIONS
+ALERT_TESTS="$ROOT/tests/helm/alerts.promtool.yaml"
+export CHART OUT HELM PROMTOOL KUBE_VERSIONS ALERT_TESTS
 
 "$DRIVER_PYTHON" - <<'PY'
 """Lint and render each value set; write every manifest and the ConfigMap's gateway.yaml to OUT."""
@@ -154,7 +155,22 @@ def validate(label: str, docs: list[dict]) -> list[str]:
         run = subprocess.run([os.environ["PROMTOOL"], "check", "rules", str(rules_file)], capture_output=True, text=True)
         if run.returncode:
             problems.append(f"promtool check rules: {run.stdout}{run.stderr}")
+        if label == "all-features-values":  # the rendering tests/helm/alerts.promtool.yaml is written for
+            problems += alert_unit_tests(rule["spec"]["groups"])
     return problems
+
+
+def alert_unit_tests(groups: list[dict]) -> list[str]:
+    """`promtool test rules`: each alert fires on the series it is about, and only after `for`."""
+    bare = [{**g, "rules": [{k: v for k, v in r.items() if k != "annotations"} for r in g["rules"]]} for g in groups]
+    (out / "alerts-under-test.yaml").write_text(yaml.safe_dump({"groups": bare}, sort_keys=False))
+    tests = Path(os.environ["ALERT_TESTS"]).read_text().replace("[RULES]", "[alerts-under-test.yaml]")
+    (out / "alerts.promtool.yaml").write_text(tests)
+    run = subprocess.run(
+        [os.environ["PROMTOOL"], "test", "rules", "alerts.promtool.yaml"], cwd=out, capture_output=True, text=True
+    )
+    print(f"render-helm: promtool test rules: {' '.join((run.stdout + run.stderr).split())}")
+    return [f"promtool test rules:\n{run.stdout}{run.stderr}"] if run.returncode else []
 
 
 failed = False
