@@ -248,14 +248,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_healthcheck_probes_the_configured_port(tmp_path: Path) -> None:
+def test_healthcheck_probes_the_configured_port_and_sighup_does_not_stop_the_gateway(tmp_path: Path) -> None:
     port = free_port()
     config = write_config(tmp_path, listen={"host": "0.0.0.0", "port": port})
     assert run_cli("healthcheck", "--config", str(config)).returncode == 1  # nothing listens yet
-    with serving(config) as (_, lines):
+    with serving(config) as (proc, lines):
         wait_for_line(lines, "listening")
         result = run_cli("healthcheck", "--config", str(config))
         assert result.returncode == 0, result.stderr
+        proc.send_signal(signal.SIGHUP)  # keys are not from a file: nothing to reload, and no exit
+        wait_for_line(lines, "sighup_ignored")
+        assert run_cli("healthcheck", "--config", str(config)).returncode == 0
+        assert proc.poll() is None
 
 
 def test_sighup_reloads_the_keys_file_without_a_restart(tmp_path: Path) -> None:
