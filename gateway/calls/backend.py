@@ -19,13 +19,19 @@ from gateway.errors import BackendUnavailable, GatewayError
 from gateway.frontdoor.classify import Accepted
 from gateway.holds.registry import Pending
 from gateway.legacy.pool import PooledSession
-from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired
+from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
 from gateway.observability.metrics import Metrics
+from gateway.translate import capabilities as caps
 from gateway.translate import results
 
 log = structlog.get_logger("gateway.calls")
 
 _background: set[asyncio.Task[None]] = set()
+
+STOP_GRACE = 1.0
+"""Seconds a call whose server request was refused may take to end by itself before it is cancelled."""
+CANCEL_GRACE = 5.0
+"""Seconds a cancelled call's session waits for the backend's last word before it is reused."""
 
 
 def spawn(coro: Coroutine[Any, Any, None]) -> None:
@@ -46,6 +52,10 @@ def cancel_reason(exc: BaseException) -> str | None:
     return "gateway error"
 
 
+def _refusal(event: ServerRequest, why: str) -> JsonObj:
+    return {"code": -32601, "message": f"{event.method}: {why}"}
+
+
 class Backend:
     """Backend operations of the call driver, with the metrics they report to."""
 
@@ -62,12 +72,12 @@ class Backend:
             self._metrics.backend_errors.labels(route.name, exc.reason).inc()
             raise
 
-    async def begin(
+    async def prepare(
         self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj, *, exclusive: bool
     ) -> CallContext:
-        """Lease (exclusively for an interactive call) and send ``request``."""
+        """Lease (exclusively for an interactive call) a session for ``request``, not sent yet."""
         pooled = await self.lease(route, caller, normalized, exclusive=exclusive)
-        ctx = CallContext(
+        return CallContext(
             route=route,
             pooled=pooled,
             exchange=None,
@@ -77,6 +87,12 @@ class Backend:
             backend_params=results.legacy_params(request.params),
             exclusive=exclusive,
         )
+
+    async def begin(
+        self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj, *, exclusive: bool
+    ) -> CallContext:
+        """Lease (exclusively for an interactive call) and send ``request``."""
+        ctx = await self.prepare(route, request, caller, normalized, exclusive=exclusive)
         try:
             ctx.exchange = await self.send(ctx, ctx.backend_method, ctx.backend_params)
         except BaseException:
@@ -85,17 +101,20 @@ class Backend:
         return ctx
 
     async def send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
-        """Start ``method`` on the leased session, re-initializing once if the session expired."""
+        """Start ``method`` on the leased session, re-initializing once if the session expired.
+
+        An exclusive lease owns the session from before the request leaves (``owner=True``).
+        """
         assert ctx.pooled is not None
         session = ctx.pooled.session
         try:
             try:
-                return await session.start(method, params, ctx.headers)
+                return await session.start(method, params, ctx.headers, owner=ctx.exclusive)
             except SessionExpired:
                 log.info("backend_session_expired", route=ctx.route.name)
                 await ctx.route.pool.reopen(ctx.pooled, session, ctx.normalized_caps, ctx.headers)
                 try:
-                    return await ctx.pooled.session.start(method, params, ctx.headers)
+                    return await ctx.pooled.session.start(method, params, ctx.headers, owner=ctx.exclusive)
                 except SessionExpired:
                     raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
         except BackendUnavailable as exc:
@@ -106,7 +125,82 @@ class Backend:
         """Answer a server request the client must not see with an error (never a made-up answer:
         a "decline" would claim the user said no); the backend decides what its call does next."""
         assert ctx.pooled is not None
-        await ctx.pooled.session.respond(event.id, error={"code": -32601, "message": f"{event.method}: {why}"})
+        await ctx.pooled.session.respond(event.id, error=_refusal(event, why))
+
+    async def claim_unclaimed(self, ctx: CallContext) -> list[ServerRequest]:
+        """Take the server requests no call owned on the leased session (e.g. ``roots/list`` sent right
+        after ``notifications/initialized``): those the client declared are this call's to ask; the
+        others no client of this session can answer (sessions are keyed by capabilities), so the
+        backend is refused at once."""
+        assert ctx.pooled is not None
+        claimed: list[ServerRequest] = []
+        for event in ctx.pooled.session.take_unclaimed():
+            if caps.allows(ctx.normalized_caps, event.method, event.params) is None:
+                claimed.append(event)
+            else:
+                await self.refuse_server_request(ctx, event, "the client did not declare this capability")
+        return claimed
+
+    def abandon(self, ctx: CallContext, refused: ServerRequest) -> None:
+        """End an interactive call the client cannot serve (it lacks a capability the backend asked
+        for): refuse the request, cancel the call, and hand the session back usable, in the background."""
+        if ctx.pooled is None:
+            return
+        pooled, ctx.pooled = ctx.pooled, None
+        exchange, ctx.exchange = ctx.exchange, None
+        spawn(self._cancel_and_settle(ctx, pooled, exchange, refused))
+
+    async def _cancel_and_settle(
+        self, ctx: CallContext, pooled: PooledSession, exchange: Exchange | None, refused: ServerRequest
+    ) -> None:
+        """Answer ``refused`` with an error and give the call ``STOP_GRACE`` seconds to end by itself
+        (most tools fail at once on the refusal); if it does not, send ``notifications/cancelled`` and
+        read its last messages for up to ``CANCEL_GRACE`` seconds, refusing further requests. A server
+        that honours the cancellation may stay silent (the spec lets it), which is a clean end too.
+
+        The cancellation is not sent first on purpose: a server may end its whole session when a tool
+        waiting on a server request is cancelled (mcp 1.30.0 FastMCP does), and the refusal alone
+        usually ends the call without that cost."""
+        session = pooled.session
+        reusable = True
+        try:
+            await session.respond(refused.id, error=_refusal(refused, "the client did not declare this capability"))
+            if exchange is not None and not await self._settle(ctx, session, exchange, STOP_GRACE):
+                await session.notify(
+                    "notifications/cancelled",
+                    {"requestId": exchange.request_id, "reason": "the client lacks a required capability"},
+                )
+                log.info("backend_call_cancelled", route=ctx.route.name, reason="missing_capability")
+                await self._settle(ctx, session, exchange, CANCEL_GRACE)
+        except GatewayError as exc:  # the backend did not take our answer: do not trust the session
+            log.info("backend_cancel_failed", route=ctx.route.name, reason=exc.reason)
+            reusable = False
+        except Exception:  # deny-on-error: a cancellation must never leak a session
+            log.exception("backend_cancel_failed", route=ctx.route.name)
+            reusable = False
+        finally:
+            if exchange is not None:
+                await exchange.aclose()
+            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
+
+    @staticmethod
+    async def _settle(ctx: CallContext, session: Any, exchange: Exchange, grace: float) -> bool:
+        """Read an abandoned call's messages for up to ``grace`` seconds; True once it has ended (its
+        final response, or its stream closed: a broken session says so itself and the pool then
+        closes it), False if it is still running."""
+        timeout = ctx.route.config.backend.timeout
+        if exchange.answered:
+            return True
+        try:
+            async with asyncio.timeout(min(grace, timeout)):
+                while not isinstance(event := await exchange.next(timeout), FinalResponse):
+                    if isinstance(event, ServerRequest):
+                        await session.respond(event.id, error=_refusal(event, "the call was cancelled"))
+        except TimeoutError:
+            return False
+        except GatewayError:
+            return True
+        return True
 
     def answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
         pending = [Pending(r.id, r.method, {}) for r in batch]
@@ -114,13 +208,16 @@ class Backend:
 
     async def unblock(self, ctx: CallContext, pending: list[Pending]) -> None:
         """Cancel pending server requests, then drain the exchange to its end and free the session."""
-        if ctx.pooled is None or ctx.exchange is None:
+        if ctx.pooled is None:
             return
         session = ctx.pooled.session
         timeout = ctx.route.config.backend.timeout
         try:
             for item in pending:
                 await self._cancel_server_request(session, item.backend_id, item.method)
+            if ctx.exchange is None:  # a first round asked before the call was sent: nothing runs
+                self.release(ctx)
+                return
             while True:
                 event = await ctx.exchange.next(timeout)
                 if isinstance(event, FinalResponse):
@@ -136,10 +233,8 @@ class Backend:
 
     @staticmethod
     async def _cancel_server_request(session: Any, backend_id: str | int, method: str) -> None:
-        if method == "elicitation/create":
-            await session.respond(backend_id, result={"action": "cancel"})
-        else:
-            await session.respond(backend_id, error={"code": -32603, "message": "The client did not answer in time"})
+        result, error = expiry_answer(method)
+        await session.respond(backend_id, result=result, error=error)
 
     def release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | None = None) -> None:
         if ctx.pooled is None:

@@ -42,6 +42,7 @@ from gateway.errors import (
     HoldLost,
     InvalidParams,
     InvalidRequestState,
+    MissingCapability,
     Overloaded,
     UpstreamError,
 )
@@ -169,8 +170,34 @@ class CallDriver:
         principal = principal_tag(caller.principal, self._keyring.salt)
         self._registry.admit(principal)
         normalized = caps.normalize(request.client_capabilities)
-        ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
+        ctx = await self._backend.prepare(route, request, caller, normalized, exclusive=True)
+        try:
+            # Requests the server sent while nobody held the session (roots/list at session start)
+            # are asked first, before the call leaves, so the server has its answers when it runs.
+            early = await self._backend.claim_unclaimed(ctx)
+            if early:
+                return self._hold_round(ctx, request, caller, None, early, logged=False)
+            ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
+        except BaseException:
+            self._backend.discard(ctx)
+            raise
         return await self._drive(ctx, request, caller, None, on_notification)
+
+    async def _send_after_early_rounds(
+        self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller, on_notification: NotificationSink | None
+    ) -> JsonObj:
+        """Every request kept from before the call is answered: ask what arrived meanwhile, else send
+        the call upstream and read it under the same hold."""
+        try:
+            early = await self._backend.claim_unclaimed(ctx)
+            if early:
+                return self._hold_round(ctx, request, caller, hold, early, logged=False)
+            ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
+        except BaseException:
+            self._registry.remove(hold)
+            self._backend.discard(ctx)
+            raise
+        return await self._drive(ctx, request, caller, hold, on_notification)
 
     async def _resume(
         self,
@@ -224,6 +251,8 @@ class CallDriver:
         if hold.pending:
             # The client answered only part of the round: ask again for what is missing.
             return self._input_required(ctx, hold, request, caller)
+        if ctx.exchange is None:
+            return await self._send_after_early_rounds(ctx, hold, request, caller, on_notification)
         return await self._drive(ctx, request, caller, hold, on_notification)
 
     async def _resume_url(
@@ -267,6 +296,7 @@ class CallDriver:
         assert ctx.exchange is not None
         assert ctx.pooled is not None
         ctx.pooled.session.attach(ctx.exchange)
+        refused: tuple[ServerRequest, JsonObj] | None = None
         try:
             batch: list[ServerRequest] = list(initial or [])
             while True:
@@ -289,16 +319,26 @@ class CallDriver:
                         await on_notification(event)
                     continue
                 missing = caps.allows(ctx.normalized_caps, event.method, event.params)
-                if missing is not None:
-                    # deny-on-error: never forward a kind the client did not declare in this request.
-                    await self._backend.refuse_server_request(ctx, event, "the client did not declare this capability")
+                if missing == {}:  # nothing any client could be asked
+                    await self._backend.refuse_server_request(ctx, event, "not supported by the gateway")
                     continue
+                if missing is not None:
+                    refused = (event, missing)
+                    break
                 batch.append(event)
         except BaseException as exc:
             if hold is not None:
                 self._registry.remove(hold)
             self._backend.discard(ctx, cancel=cancel_reason(exc))
             raise
+        if refused is not None:
+            # The client did not declare what the backend needs (basic/index.mdx §_meta, a MUST):
+            # never forward it; end the call with -32021 and cancel the backend's work.
+            event, missing = refused
+            if hold is not None:
+                self._registry.remove(hold)
+            self._backend.abandon(ctx, event)
+            raise MissingCapability(missing)
         return self._hold_round(ctx, request, caller, hold, batch)
 
     async def replay_or_lost(
@@ -400,7 +440,11 @@ class CallDriver:
         caller: Caller,
         hold: Hold | None,
         batch: list[ServerRequest],
+        *,
+        logged: bool = True,
     ) -> JsonObj:
+        """Hold ``batch`` as the next round. ``logged=False``: requests asked before the call was sent
+        stay out of the replay log (a replayed call runs on a fresh session that asks them anew)."""
         route = ctx.route
         if hold is None:
             hold = self._new_hold(ctx, request, caller)
@@ -424,7 +468,8 @@ class CallDriver:
             key = ctx.replay.key_for(digest) if ctx.replay is not None else None
             key = key or hold.next_key(inputs.input_key, server_request.method)
             hold.pending[key] = Pending(server_request.id, server_request.method, entry, elicitation_id)
-            hold.log.append({"m": server_request.method, "k": key, "d": digest, "n": group, "r": None})
+            if logged:
+                hold.log.append({"m": server_request.method, "k": key, "d": digest, "n": group, "r": None})
         return self._input_required(ctx, hold, request, caller)
 
     def _new_hold(self, ctx: CallContext, request: Accepted, caller: Caller) -> Hold:
@@ -497,8 +542,12 @@ class CallDriver:
     ) -> JsonObj | None:
         """A legacy -32042 becomes url-mode elicitations; the call is re-sent after consent."""
         elicitations = inputs.url_elicitations(error)
-        if not elicitations or caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"}) is not None:
+        if not elicitations:
             return None
+        missing = caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"})
+        if missing is not None:
+            self._backend.release(ctx)  # the backend's call is over; its session is fine
+            raise MissingCapability(missing)
         ctx.reissue = True
         ctx.exchange = None
         hold = self._new_hold(ctx, request, caller)

@@ -496,6 +496,20 @@ class AuthConfig(_Strict):
         return self
 
 
+class RootConfig(_Strict):
+    """One root the gateway gives a backend that asks ``roots/list`` while no call is in flight."""
+
+    uri: str = Field(description="The root's URI; must start with file:// (as every legacy revision requires).")
+    name: str | None = Field(None, description="Human-readable name for the root.")
+
+    @field_validator("uri")
+    @classmethod
+    def _file_uri(cls, uri: str) -> str:
+        if not uri.startswith("file://") or any(c.isspace() for c in uri):
+            raise ValueError("must be a file:// URI without spaces, e.g. file:///workspace")
+        return uri
+
+
 class RouteConfig(_Strict):
     """One public MCP endpoint mapped to one legacy backend."""
 
@@ -508,6 +522,16 @@ class RouteConfig(_Strict):
         None,
         description="Verified principals (JWT or a trusted proxy header). Default: null, the principal is the raw "
         "Authorization header and is not verified.",
+    )
+    roots: list[RootConfig] | None = Field(
+        None,
+        description=(
+            "Roots the gateway answers itself when the backend asks roots/list while no call is in flight "
+            "(many servers ask right after the session starts and cache the answer), for a route that fronts "
+            "one workspace. Default: null, such a request waits for the next interactive call and is asked of "
+            "its client in the call's first round (before the call is sent), or expires after holds.ttl. "
+            "Requests made during a call always go to that call's client."
+        ),
     )
 
     @field_validator("path")

@@ -25,6 +25,7 @@ import io
 import itertools
 import json
 import random
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -36,12 +37,15 @@ from yarl import URL
 from gateway.errors import BackendUnavailable
 from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
+    CLAIMABLE_METHODS,
+    MAX_UNCLAIMED,
     Exchange,
     FinalResponse,
     JsonObj,
     ServerNotification,
     ServerRequest,
     SessionExpired,
+    Unclaimed,
 )
 from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 
@@ -159,12 +163,22 @@ class LegacySessionBase(abc.ABC):
         self._broken = False
         self._attached: Exchange | None = None
         self._closed = False
+        self._unclaimed: list[Unclaimed] = []
+        self.self_answers: dict[str, JsonObj] = {}
+        """Results the gateway itself gives to unowned server requests, by method (a route's roots)."""
+        self._self_answering: set[asyncio.Future[None]] = set()
+        self.keep_unclaimed = True
+        """False for a session no interactive call will ever lease (a listener): refuse them at once."""
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
         self._init_transport()
 
     @abc.abstractmethod
     def _init_transport(self) -> None:
         """Transport-specific state; subclasses set theirs here instead of overriding __init__."""
+
+    @abc.abstractmethod
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+        """Send a request (see :class:`~gateway.legacy.session.BackendSession`)."""
 
     @abc.abstractmethod
     async def _deliver(self, body: JsonObj, *, what: str) -> None:
@@ -212,6 +226,62 @@ class LegacySessionBase(abc.ABC):
         self._broken = True
         log.warning("backend_flood", detail=detail)
 
+    def _own(self, exchange: Exchange, owner: bool) -> None:
+        """Attach the lease holder's exchange before its request leaves (see ``start``)."""
+        if owner:
+            self._attached = exchange
+
+    def _disown(self, exchange: Exchange) -> None:
+        """The request was never sent: whatever it owned is unowned again."""
+        if self._attached is exchange:
+            self._attached = None
+
+    # -- server requests no call owns ------------------------------------------------------------
+
+    async def _unowned(self, request: ServerRequest) -> None:
+        """Answer it from ``self_answers``, keep it for the next interactive call, or refuse it."""
+        answer = self.self_answers.get(request.method)
+        if answer is not None:
+            task = asyncio.ensure_future(self.respond(request.id, result=answer))
+            self._self_answering.add(task)  # _settle waits for it: the server has it before a call
+            task.add_done_callback(self._self_answering.discard)
+            await task
+            return
+        if self.keep_unclaimed and request.method in CLAIMABLE_METHODS and len(self._unclaimed) < MAX_UNCLAIMED:
+            self._unclaimed.append(Unclaimed(request, time.monotonic()))
+            log.info("server_request_unclaimed", method=request.method)
+            return
+        await self.respond(
+            request.id, error={"code": -32601, "message": "No client request is in flight for this server request"}
+        )
+
+    def take_unclaimed(self) -> list[ServerRequest]:
+        taken, self._unclaimed = self._unclaimed, []
+        return [u.request for u in taken]
+
+    def expired_unclaimed(self, older_than: float) -> list[ServerRequest]:
+        expired = [u.request for u in self._unclaimed if u.since < older_than]
+        self._unclaimed = [u for u in self._unclaimed if u.since >= older_than]
+        return expired
+
+    async def _settle(self) -> None:
+        """After ``notifications/initialized``, one ``ping`` round trip: a server that asks something as
+        soon as it is initialized (``roots/list``) has sent it before it answers the ping, so it is
+        kept as unclaimed (or answered from ``self_answers``, and that answer delivered) before the
+        session is first leased. Best effort and bounded."""
+        try:
+            async with asyncio.timeout(min(self._timeout, 5.0)):
+                exchange = await self.start("ping", {}, {})
+                try:
+                    while not isinstance(await exchange.next(self._timeout), FinalResponse):
+                        pass
+                finally:
+                    exchange.close_nowait()
+                if self._self_answering:
+                    await asyncio.gather(*self._self_answering, return_exceptions=True)
+        except (TimeoutError, BackendUnavailable, SessionExpired) as exc:
+            log.info("backend_ping_after_initialize_failed", error=type(exc).__name__)
+
     def mark_broken(self) -> None:
         self._broken = True
 
@@ -250,13 +320,7 @@ class LegacySessionBase(abc.ABC):
                     return
                 target = exchange if exchange is not None else self._attached
                 if target is None or target.done:
-                    await self.respond(
-                        request_id,
-                        error={
-                            "code": -32601,
-                            "message": "No client request is in flight for this server request",
-                        },
-                    )
+                    await self._unowned(ServerRequest(request_id, method, params))
                     return
                 _push(target, ServerRequest(request_id, method, params), size)
                 return
@@ -287,8 +351,8 @@ def message_size(raw: str | bytes, count: int) -> int:
 
 class DemuxedSession(LegacySessionBase):
     """Transports whose every backend message arrives on one stream (HTTP+SSE, stdio): answers are
-    matched to calls by JSON-RPC id, server requests go to the lease holder (or the only call in
-    flight), and when the stream ends every call still waiting hears why."""
+    matched to calls by JSON-RPC id, server requests go to the lease holder (unclaimed when there is
+    none), and when the stream ends every call still waiting hears why."""
 
     def _init_demux(self) -> None:
         self._inflight: dict[str | int, Exchange] = {}
@@ -298,14 +362,16 @@ class DemuxedSession(LegacySessionBase):
     async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
         """Send one JSON-RPC request on this transport (its answer arrives on the stream)."""
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
         request_id = next(self._ids)
         exchange = self._register(request_id, method)
+        self._own(exchange, owner)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         try:
             await self._send_request(body, headers, what=method)
         except BaseException:
             self._inflight.pop(request_id, None)
+            self._disown(exchange)
             raise
         return exchange
 
@@ -326,7 +392,7 @@ class DemuxedSession(LegacySessionBase):
 
     async def _route(self, message: JsonObj, size: int = 0) -> None:
         if "method" in message:
-            await self._dispatch(message, self._owner(), size)
+            await self._dispatch(message, self._owner(request="id" in message), size)
             return
         request_id = message.get("id")
         exchange = None
@@ -337,9 +403,10 @@ class DemuxedSession(LegacySessionBase):
             return
         await self._dispatch(message, exchange, size)
 
-    def _owner(self) -> Exchange | None:
-        """Whom server requests and notifications belong to: the lease holder, else the sole call."""
-        if self._attached is not None:
+    def _owner(self, *, request: bool) -> Exchange | None:
+        """Whom a server request belongs to: the lease holder only (attached before its request was
+        sent); a notification: the lease holder, else the sole call in flight."""
+        if self._attached is not None or request:
             return self._attached
         live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
         return live[0] if len(live) == 1 else None

@@ -16,8 +16,9 @@ back channel:
    to the waiting :class:`~gateway.legacy.session.Exchange`, server requests to the attached
    exchange (the lease holder), ``ping`` answered on the spot, notifications to the attached
    exchange and to ``notification_sink``. Nothing else ties a server request to a call here,
-   which is why the lease matters: a request that arrives before the lease holder attached
-   (it can overtake the ``202`` of the call's POST) goes to the only exchange in flight.
+   which is why the lease matters: the lease holder is attached before its POST is sent, so a
+   request that overtakes the ``202`` of the call's POST is still the call's; one that arrives
+   while no call holds the lease is kept unclaimed for the next (see ``gateway.legacy.session``).
 
 There is no session header, no version header, no resumability: if the stream ends or breaks,
 every exchange in flight fails with ``stream_closed`` (``malformed_response`` when the backend

@@ -8,6 +8,11 @@ sessions (their answers come on their own POST streams). Idle sessions are kept 
 ``session_idle`` seconds and closed after (``DELETE``; a stdio server's process is stopped); the
 total per route is bounded by ``max_sessions`` — past it, an idle session of another key is
 evicted, and if none is idle the caller gets :class:`~gateway.errors.Overloaded`.
+
+Server requests that arrive while no interactive call holds a session stay pending on it (see
+:mod:`gateway.legacy.session`): the route's static ``roots`` answer ``roots/list`` at once, the next
+interactive call claims the rest, and :meth:`SessionPool.reap` answers what nobody claimed within
+``holds.ttl`` (elicitation → cancel, others → error), so the server is never left waiting.
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ import aiohttp
 import structlog
 
 from gateway.config.model import RouteConfig
-from gateway.errors import BackendUnavailable, Overloaded
+from gateway.errors import BackendUnavailable, GatewayError, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.limits import BackendLimits
-from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
+from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.translate import capabilities as caps
@@ -86,6 +91,7 @@ class SessionPool:
         self._lock = asyncio.Lock()
         self._on_change = on_change
         self.initializations = 0
+        self._answering: set[asyncio.Task[None]] = set()
 
     def _all(self) -> list[PooledSession]:
         return [p for sessions in self._sessions.values() for p in sessions]
@@ -213,6 +219,7 @@ class SessionPool:
     ) -> LegacySession:
         session = self._new_session(normalized_caps, headers)
         session.notification_sink = sink
+        session.keep_unclaimed = sink is None  # a listener's session is never leased by a call
         self.initializations += 1
         if self._on_initialize is not None:
             self._on_initialize(self._route.name)
@@ -227,6 +234,13 @@ class SessionPool:
 
     def _new_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
         """An unopened session of the route's transport (stdio: one process, no headers to send)."""
+        session = self._new_transport_session(normalized_caps, headers)
+        if self._route.roots is not None:
+            roots = [r.model_dump(exclude_none=True) for r in self._route.roots]
+            session.self_answers["roots/list"] = {"roots": roots}
+        return session
+
+    def _new_transport_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
         backend = self._route.backend
         offer = backend.protocol_version
         legacy_caps = caps.to_legacy(normalized_caps, offer or "2025-11-25")
@@ -267,6 +281,7 @@ class SessionPool:
     def reap(self, now: float | None = None) -> int:
         """Close sessions idle for longer than ``session_idle`` (or broken); returns how many."""
         now = time.monotonic() if now is None else now
+        self._expire_unclaimed(now)
         limit = self._route.backend.session_idle
         doomed = [p for p in self.idle_sessions() if now - p.idle_since > limit or not p.usable]
         for pooled in doomed:
@@ -274,6 +289,23 @@ class SessionPool:
         if doomed:
             self._report()
         return len(doomed)
+
+    def _expire_unclaimed(self, now: float) -> None:
+        """Server requests no interactive call claimed within the hold TTL get the hold-expiry answer,
+        so the server is not left waiting for ever."""
+        older_than = now - self._route.holds.ttl
+        for pooled in self._all():
+            for request in pooled.session.expired_unclaimed(older_than):
+                log.info("unclaimed_server_request_expired", route=self._route.name, method=request.method)
+                task = asyncio.create_task(self._answer_expired(pooled.session, request))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
+
+    @staticmethod
+    async def _answer_expired(session: LegacySession, request: ServerRequest) -> None:
+        result, error = expiry_answer(request.method)
+        with contextlib.suppress(GatewayError):
+            await session.respond(request.id, result=result, error=error)
 
     async def close(self) -> None:
         """Close every session (idle and in use) with DELETE; used at shutdown."""

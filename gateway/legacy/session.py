@@ -9,7 +9,15 @@ An :class:`Exchange` is one client→server request in flight. Everything the ba
 belongs to it — server requests, notifications, and finally the response — is pushed into its
 queue, whichever backend stream it arrived on. While a session is leased to an interactive call,
 server requests arriving on the session's standalone stream are attributed to the leased call:
-the lease makes that attribution certain rather than a guess.
+the lease makes that attribution certain rather than a guess. The lease holder's exchange is attached
+*before* its request leaves (``start(..., owner=True)``): servers may send requests on the
+standalone stream before the call's own response headers arrive.
+
+A server request that arrives while no call owns the session (typically ``roots/list`` right after
+``notifications/initialized``, which many servers ask once and cache) is *unclaimed*: the session
+answers it itself when it was told how (``self_answers``, e.g. a route's static roots), else keeps it
+(bounded, ``MAX_UNCLAIMED``) until the next interactive call takes it with
+:meth:`BackendSession.take_unclaimed` or the pool expires it with :func:`expiry_answer`.
 """
 
 from __future__ import annotations
@@ -22,6 +30,11 @@ from typing import Any, Protocol
 from gateway.errors import BackendUnavailable
 
 JsonObj = dict[str, Any]
+
+CLAIMABLE_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+"""Server requests a later call's client can answer; anything else unowned is refused at once."""
+MAX_UNCLAIMED = 8
+"""Unowned server requests kept per session; past it the backend is refused (bounded memory)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +121,22 @@ class Exchange:
                 await self.reader
 
 
+@dataclass(frozen=True, slots=True)
+class Unclaimed:
+    """A server request no call owned when it arrived, and when it arrived (``time.monotonic()``)."""
+
+    request: ServerRequest
+    since: float
+
+
+def expiry_answer(method: str) -> tuple[JsonObj | None, JsonObj | None]:
+    """``(result, error)`` the gateway answers a server request nobody will answer (hold-expiry rules):
+    an elicitation is cancelled (never a made-up decline), anything else gets a JSON-RPC error."""
+    if method == "elicitation/create":
+        return {"action": "cancel"}, None
+    return None, {"code": -32603, "message": "The client did not answer in time"}
+
+
 class SessionExpired(Exception):
     """The backend answered 404 for our session id: it is gone and must be re-initialized."""
 
@@ -126,8 +155,11 @@ class BackendSession(Protocol):
 
     async def open(self) -> None: ...
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
-        """Send a request; raises :class:`SessionExpired` or :class:`BackendUnavailable`."""
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+        """Send a request; raises :class:`SessionExpired` or :class:`BackendUnavailable`.
+
+        ``owner``: the exchange is the lease holder's and is attached before the request is sent.
+        """
         ...
 
     async def respond(
@@ -138,6 +170,14 @@ class BackendSession(Protocol):
 
     def attach(self, exchange: Exchange | None) -> None:
         """Attribute server requests from the standalone stream to ``exchange`` (the lease holder)."""
+        ...
+
+    def take_unclaimed(self) -> list[ServerRequest]:
+        """The unowned server requests kept so far, oldest first; the caller now owns them."""
+        ...
+
+    def expired_unclaimed(self, older_than: float) -> list[ServerRequest]:
+        """Remove and return the unowned requests that arrived before ``older_than`` (monotonic)."""
         ...
 
     async def close(self) -> None: ...

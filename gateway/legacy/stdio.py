@@ -20,7 +20,7 @@ stderr is drained into a bounded ring buffer, logged at debug when the process i
 single reader task routes every stdout message through
 :meth:`~gateway.legacy.base.LegacySessionBase._dispatch`, as :mod:`gateway.legacy.http_sse` does
 for its one stream: responses by id to the waiting exchange, server requests to the attached
-exchange (or the only call in flight), ``ping`` answered, notifications to the attached exchange
+exchange (kept unclaimed when no call holds the lease), ``ping`` answered, notifications to the attached exchange
 and to ``notification_sink``.
 
 Failure: when stdout ends (the process exited) every exchange in flight gets ``stream_closed``

@@ -64,7 +64,12 @@ class StreamableHttpSession(HttpSessionBase):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """initialize → notifications/initialized → standalone GET stream."""
+        """initialize → standalone GET stream → notifications/initialized → ping.
+
+        The GET stream is open before the server hears ``notifications/initialized``: servers that
+        ask ``roots/list`` as soon as they are initialized send it there (the TypeScript SDK drops a
+        message for a standalone stream that is not open). The ping after it lets such a request
+        arrive before the session is first leased (see ``_settle``)."""
         body = self._initialize_body()
         headers = self._headers(with_version=False)
         with backend_errors("initialize"):
@@ -79,13 +84,14 @@ class StreamableHttpSession(HttpSessionBase):
                 self._session_id = sid
                 final = await self._single_response(resp, 0)
         self._accept_initialize(final)
-        await self.notify("notifications/initialized")
         self._get_task = asyncio.create_task(self._standalone_stream(), name="legacy-get-stream")
         # Servers drop requests meant for the standalone stream while it is not open (mcp 1.x and
-        # the TypeScript SDK both send roots/list only there): do not start a call before it is.
+        # the TypeScript SDK both send roots/list only there): do not go on before it is.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(min(self._timeout, 5.0)):
                 await self._get_answered.wait()
+        await self.notify("notifications/initialized")
+        await self._settle()
 
     async def close(self) -> None:
         """Stop the GET stream and DELETE the session (best effort)."""
@@ -105,11 +111,19 @@ class StreamableHttpSession(HttpSessionBase):
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str]) -> Exchange:
+    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
         request_id = next(self._ids)
         exchange = self._new_exchange(request_id, method)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        resp = await self._post(body, headers, what=method)
+        # The lease holder owns the session before the POST leaves: servers (the TypeScript SDK) run
+        # the tool before they send the response headers, and its requests on the GET stream are
+        # this call's.
+        self._own(exchange, owner)
+        try:
+            resp = await self._post(body, headers, what=method)
+        except BaseException:
+            self._disown(exchange)
+            raise
         if isinstance(resp, FinalResponse):
             exchange.push(resp)
             return exchange

@@ -60,17 +60,22 @@ def to_legacy(normalized: Mapping[str, Any], version: str) -> JsonObj:
 
 
 def allows(normalized: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> JsonObj | None:
-    """None when the client declared what ``method`` needs; else the missing capabilities."""
+    """None when the client declared what ``method`` needs; else the missing capabilities, as
+    ``requiredCapabilities`` of a -32021 names them; ``{}`` when no client can be asked it at all
+    (not an input request, or an unknown elicitation mode)."""
     kind = INPUT_KIND_BY_METHOD.get(method)
     if kind is None:
         return {}
     declared = normalized.get(kind)
-    if declared is None:
-        return {kind: {}}
     if kind == "elicitation":
+        # Name the mode that is missing, as the schema's requiredCapabilities can (url vs form).
         mode = params.get("mode", "form")
-        if mode not in declared:
-            return {"elicitation": {mode: {}}}
-    if kind == "sampling" and (params.get("tools") or params.get("toolChoice")) and "tools" not in declared:
+        if mode not in ("form", "url"):
+            return {}  # no client can be asked this
+        return None if declared is not None and mode in declared else {"elicitation": {mode: {}}}
+    wants_tools = kind == "sampling" and bool(params.get("tools") or params.get("toolChoice"))
+    if declared is None:
+        return {"sampling": {"tools": {}}} if wants_tools else {kind: {}}
+    if wants_tools and "tools" not in declared:
         return {"sampling": {"tools": {}}}
     return None

@@ -34,6 +34,8 @@ async def broken_sse_backend() -> AsyncIterator[tuple[str, dict[str, int]]]:
             return web.json_response(body, headers={"Mcp-Session-Id": f"s{counters['initialize']}"})
         if message["method"] == "tools/list":
             return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}})
+        if message["method"] == "ping":  # only tool calls break the wire
+            return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if message["params"].get("name") == "ok":

@@ -282,9 +282,10 @@ async def test_a_kind_the_client_did_not_declare_is_never_sent_to_it(
     gateway: GatewayHandle, http: aiohttp.ClientSession
 ) -> None:
     """FastMCP 1.30.0 elicits even when the session declared no elicitation; the gateway answers
-    it with an error upstream instead of forwarding it, and relays what the tool does next."""
+    it with an error upstream instead of forwarding it, and the client's call ends with -32021
+    (basic/index.mdx §_meta; more in test_missing_capability.py)."""
     reply = await BareClient(http, gateway.url()).call_tool("ask_city", capabilities={"sampling": {}})
-    result = reply.result
-    assert result["resultType"] == "complete"
-    assert result["isError"] is True
-    assert "elicitation/create" in str(result["content"])
+    assert reply.status == 400
+    assert reply.error["code"] == -32021
+    assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert "inputRequests" not in reply.body.get("result", {})

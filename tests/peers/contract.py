@@ -36,3 +36,13 @@ def regional_text(region: str, count: int, query: str) -> str:
 
 def color_question(name: str) -> str:
     return f"Hello {name}, which color?"
+
+
+# Peers that ask roots/list once, as soon as a session is initialized, and cache the answer.
+STARTUP_ROOTS_PENDING = "startup-roots=<not answered yet>"
+STARTUP_ROOTS_FAILED = "startup-roots=<refused>"
+
+
+def startup_roots_text(uris: list[str]) -> str:
+    """What the ``startup_roots`` tool reports once the session-start roots/list was answered."""
+    return "startup-roots=" + ",".join(uris)

@@ -533,3 +533,12 @@ def test_the_example_key_is_a_placeholder() -> None:
     settings = load_config(EXAMPLE, env={})
     assert settings.placeholder_keys() == [0]
     assert parse_config(minimal(), env={}).placeholder_keys() == []
+
+
+def test_route_roots_must_be_file_uris() -> None:
+    good = {**route(), "roots": [{"uri": "file:///workspace", "name": "workspace"}]}
+    settings = parse_config(minimal(routes=[good]), env={})
+    (root,) = settings.config.routes[0].roots or []
+    assert (root.uri, root.name) == ("file:///workspace", "workspace")
+    bad = {**route(), "roots": [{"uri": "https://example.com/repo"}]}
+    assert config_error(minimal(routes=[bad])).startswith("routes[0].roots[0].uri: must be a file:// URI")

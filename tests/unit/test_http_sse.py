@@ -342,24 +342,41 @@ async def test_a_server_request_goes_to_the_attached_exchange(http: aiohttp.Clie
         assert final.result == {"content": [{"type": "text", "text": "city=Oslo"}]}
 
 
-async def test_a_server_request_before_the_lease_attaches_goes_to_the_only_call_in_flight(
+async def test_a_server_request_that_overtakes_the_post_belongs_to_the_lease_holder(
     http: aiohttp.ClientSession, fake: FakeSseServer
 ) -> None:
+    """The lease holder's exchange is attached before its POST is sent (``owner=True``)."""
     async with opened(http, fake) as session:
-        call = await session.start("tools/call", {"name": "show_roots", "arguments": {}}, {})
+        call = await session.start("tools/call", {"name": "show_roots", "arguments": {}}, {}, owner=True)
         await fake.next_post()
         await fake.send({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
         assert await call.next(WAIT) == ServerRequest(0, "roots/list", {})
 
 
-async def test_a_server_request_with_no_call_in_flight_is_refused(
+async def test_a_server_request_no_call_owns_is_kept_for_the_next_interactive_call(
+    http: aiohttp.ClientSession, fake: FakeSseServer
+) -> None:
+    """Not handed to a plain call in flight (it did not cause it), not refused: kept unclaimed."""
+    async with opened(http, fake) as session:
+        plain = await session.start("tools/list", {}, {})
+        await fake.next_post()
+        await fake.send({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}})
+        await fake.send({"jsonrpc": "2.0", "id": plain.request_id, "result": {"tools": []}})
+        assert await plain.next(WAIT) == FinalResponse(result={"tools": []})
+        assert session.take_unclaimed() == [ServerRequest(7, "sampling/createMessage", {})]
+        assert session.take_unclaimed() == []
+        assert not session.broken
+
+
+async def test_a_server_request_no_client_could_answer_is_refused(
     http: aiohttp.ClientSession, fake: FakeSseServer
 ) -> None:
     async with opened(http, fake) as session:
-        await fake.send({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}})
+        await fake.send({"jsonrpc": "2.0", "id": 8, "method": "tasks/get", "params": {}})
         refusal = await fake.next_post()
-        assert refusal["id"] == 7
+        assert refusal["id"] == 8
         assert refusal["error"]["code"] == -32601
+        assert session.take_unclaimed() == []
         assert not session.broken
 
 

@@ -74,6 +74,21 @@ def test_allows_reports_the_missing_capability() -> None:
     }
 
 
+def test_allows_names_the_elicitation_mode_that_is_missing() -> None:
+    """requiredCapabilities names exactly what was needed, as the reference server does."""
+    nothing = caps.normalize({})
+    assert caps.allows(nothing, "elicitation/create", {}) == {"elicitation": {"form": {}}}
+    assert caps.allows(nothing, "elicitation/create", {"mode": "url"}) == {"elicitation": {"url": {}}}
+    assert caps.allows(nothing, "sampling/createMessage", {"toolChoice": {"mode": "auto"}}) == {
+        "sampling": {"tools": {}}
+    }
+    url_only = caps.normalize({"elicitation": {"url": {}}})
+    assert caps.allows(url_only, "elicitation/create", {"mode": "form"}) == {"elicitation": {"form": {}}}
+    # Nothing a client could be asked: refused upstream, never a -32021.
+    assert caps.allows(url_only, "elicitation/create", {"mode": "telepathy"}) == {}
+    assert caps.allows(url_only, "tasks/get", {}) == {}
+
+
 def test_complete_result_adds_result_type_cache_hints_and_server_info() -> None:
     out = results.complete_result(
         "tools/list", {"tools": []}, ttl_ms=5000, cache_scope="public", server_info={"name": "s", "version": "1"}
