@@ -27,8 +27,10 @@ client validates; ``mcp-server-git`` is a low-level ``mcp`` 1.x server with hand
 ``office-word-mcp-server`` runs on FastMCP 3 (the standalone ``fastmcp`` package), whose update
 check is switched off by ``FASTMCP_CHECK_FOR_UPDATES=off`` so it stays offline.
 
-One habit of published servers needs the gateway's help at session start (the last section):
-``office-word-mcp-server`` prints on stdout before it serves.
+Two habits of published servers need the gateway's help at session start (the last section):
+``office-word-mcp-server`` prints on stdout before it serves, and ``server-filesystem`` and
+``server-everything`` ask ``roots/list`` right after ``notifications/initialized``, when no call
+is in flight (asked of the next call's client, or answered from the route's ``roots``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import json
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +401,106 @@ async def test_word_server_that_prints_on_stdout_before_serving_works_through_st
     assert not added.is_error
     assert "Despite the banner." in read
     assert document.read_bytes().startswith(b"PK")
+
+
+@dataclass
+class Roots:
+    """A client's roots callback over fixed directories, counting how often the server asked."""
+
+    directories: tuple[Path, ...]
+    asked: int = 0
+
+    async def __call__(self, context: ClientRequestContext) -> types.ListRootsResult:
+        self.asked += 1
+        return types.ListRootsResult(roots=[types.Root(uri=d.as_uri(), name=d.name) for d in self.directories])  # type: ignore[arg-type]
+
+
+EMPTY_ALLOWED = "Allowed directories:\n"
+APPLY_ATTEMPTS = 20
+
+
+async def allowed_directories_once_applied(client: Client) -> str:
+    """What ``list_allowed_directories`` says once server-filesystem has applied a roots answer.
+
+    The server applies a ``roots/list`` answer asynchronously after receiving it (``realpath``,
+    then ``stat``, of each root: ``roots-utils.js``), so a call that arrives right behind the answer
+    can still see the directories from before (with the answer asked in a call's first round, the
+    call goes upstream just behind it). No message tells when it is done; each call is a full round
+    trip through the server, and a few are always enough. Bounded: the last answer is returned."""
+    allowed = EMPTY_ALLOWED
+    for _ in range(APPLY_ATTEMPTS):
+        allowed = only_text(await client.call_tool("list_allowed_directories", {}))
+        if allowed != EMPTY_ALLOWED:
+            break
+    return allowed
+
+
+async def test_filesystem_server_takes_its_directories_from_the_roots_it_asks_at_session_start(
+    tmp_path: Path,
+) -> None:
+    """server-filesystem started with no directory: it serves only what the client's roots allow.
+
+    In ``dist/index.js`` the server's ``oninitialized`` hook sends ``roots/list`` as soon as
+    ``notifications/initialized`` arrives, when the client declared roots, and replaces its allowed
+    directories with the answer; no call is in flight then. The gateway keeps that request on the
+    session and asks it in the first round of the next call that leases the session, before the
+    call goes upstream. The client is asked once; the server caches the answer.
+    """
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "plan.md").write_text("# Plan\n")
+    roots = Roots((workspace,))
+    with anyio.fail_after(FLOW_TIMEOUT):
+        async with (
+            running_gateway([published_stdio_route([npm_server("filesystem")])]) as gateway,
+            modern_client(gateway, list_roots_callback=roots) as client,
+        ):
+            _, tools = await first_contact(client, "secure-filesystem-server")
+            assert "list_allowed_directories" in tools
+            allowed = await allowed_directories_once_applied(client)
+            read = only_text(await client.call_tool("read_text_file", {"path": str(workspace / "plan.md")}))
+    assert allowed == f"Allowed directories:\n{workspace.resolve()}"
+    assert read == "# Plan\n"
+    assert roots.asked == 1
+
+
+async def test_everything_server_over_streamable_http_lists_the_client_roots(peer_log_dir: Path) -> None:
+    """server-everything asks ``roots/list`` on its standalone stream 350 ms after
+    ``notifications/initialized`` (``server/index.js``: ``syncRoots``), and its ``get-roots-list``
+    tool reports what it learnt (asking again from inside the tool if it has nothing yet)."""
+    directories = (Path("/srv/project-a"), Path("/srv/project-b"))
+    roots = Roots(directories)
+    with everything_server("streamableHttp", peer_log_dir) as url, anyio.fail_after(FLOW_TIMEOUT):
+        async with (
+            running_gateway([route("everything", "/mcp", url, backend=BACKEND)]) as gateway,
+            modern_client(gateway, list_roots_callback=roots) as client,
+        ):
+            _, tools = await first_contact(client, "mcp-servers/everything")
+            assert "get-roots-list" in tools
+            listed = only_text(await client.call_tool("get-roots-list", {}))
+    assert listed.startswith("Current MCP Roots (2 total):")
+    for directory in directories:
+        assert f"URI: {directory.as_uri()}" in listed
+    assert roots.asked >= 1
+
+
+async def test_filesystem_server_gets_the_route_s_static_roots_at_session_start(tmp_path: Path) -> None:
+    """A route that fronts one workspace answers the init-time ``roots/list`` itself (``routes[].roots``):
+    server-filesystem serves that directory and the client is never asked."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "todo.txt").write_text("ship it\n")
+    client_roots = Roots((tmp_path / "elsewhere",))
+    route_ = published_stdio_route([npm_server("filesystem")])
+    route_["roots"] = [{"uri": workspace.as_uri(), "name": "workspace"}]
+    with anyio.fail_after(FLOW_TIMEOUT):
+        async with (
+            running_gateway([route_]) as gateway,
+            modern_client(gateway, list_roots_callback=client_roots) as client,
+        ):
+            await first_contact(client, "secure-filesystem-server")
+            allowed = await allowed_directories_once_applied(client)
+            read = only_text(await client.call_tool("read_text_file", {"path": str(workspace / "todo.txt")}))
+    assert allowed == f"Allowed directories:\n{workspace.resolve()}"
+    assert read == "ship it\n"
+    assert client_roots.asked == 0
