@@ -88,7 +88,7 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """GET stream → ``endpoint`` event → initialize → notifications/initialized."""
+        """GET stream → ``endpoint`` event → initialize → notifications/initialized → ping (``_settle``)."""
         endpoint: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_stream(endpoint), name="legacy-sse-stream")
         try:
@@ -101,6 +101,7 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
             await self._post(self._initialize_body(), {}, what="initialize")
             self._accept_initialize(await self._initialize_answer(init))
             await self.notify("notifications/initialized")
+            await self._settle()
         except BaseException:
             await self.close()
             raise

@@ -149,7 +149,7 @@ class StdioSession(DemuxedSession):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Start the process → initialize → notifications/initialized."""
+        """Start the process → initialize → notifications/initialized → ping (``_settle``)."""
         try:
             await self._spawn()
             try:
@@ -162,6 +162,7 @@ class StdioSession(DemuxedSession):
                 raise await self._exited_early() from exc
             self._accept_initialize(final)
             await self.notify("notifications/initialized")
+            await self._settle()
         except BaseException:
             await self.close()
             raise

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiohttp
 import anyio
 import pytest
-from harness import BareClient, GatewayHandle, route, running_gateway
+from harness import BareClient, GatewayHandle, route, running_gateway, stdio_route
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from peers.contract import STARTUP_ROOTS_FAILED, STARTUP_ROOTS_PENDING, startup_roots_text
@@ -37,6 +37,8 @@ __all__ = ["node"]  # the fixture, imported so this module can use it
 
 STATIC = [{"uri": "file:///workspace", "name": "workspace"}]
 ROUTES = ("/py", "/ts")
+SINGLE_STREAM = ("/py-sse", "/py-stdio")
+"""The same mcp 1.30.0 peer over the transports whose every message arrives on one stream."""
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +56,20 @@ def ts_roots_server(node: str, peer_log_dir: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
+@pytest.fixture(scope="module")
+def py_roots_sse_server(peer_log_dir: Path) -> Iterator[str]:
+    port = free_port()
+    argv = [legacy_python(), str(PEERS_DIR / "legacy_fastmcp_extras.py"), "--port", str(port), "--transport", "sse"]
+    with run_peer("legacy-extras-sse", argv, port, peer_log_dir):
+        yield f"http://127.0.0.1:{port}/sse"
+
+
 @pytest.fixture
-async def gateway(py_roots_server: str, ts_roots_server: str) -> AsyncIterator[GatewayHandle]:
+async def gateway(py_roots_server: str, ts_roots_server: str, py_roots_sse_server: str) -> AsyncIterator[GatewayHandle]:
+    stdio_command = [legacy_python(), str(PEERS_DIR / "legacy_fastmcp_extras.py"), "--transport", "stdio"]
     routes = [
+        route("py-sse", "/py-sse", py_roots_sse_server, backend={"transport": "sse"}),
+        stdio_route("py-stdio", "/py-stdio", stdio_command, backend={"timeout": 30}),
         route("py", "/py", py_roots_server),
         route("ts", "/ts", ts_roots_server),
         route("py-static", "/py-static", py_roots_server, roots=STATIC),
@@ -93,7 +106,7 @@ def assert_settled(gateway: GatewayHandle) -> None:
         assert runtime.pool.leased_count == 0
 
 
-@pytest.mark.parametrize("path", ROUTES)
+@pytest.mark.parametrize("path", ROUTES + SINGLE_STREAM)
 async def test_roots_asked_at_session_start_are_answered_before_the_tool_runs(
     gateway: GatewayHandle, path: str
 ) -> None:

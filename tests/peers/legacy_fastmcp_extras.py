@@ -7,7 +7,9 @@ Run it with the legacy interpreter::
 
     .venv-legacy/bin/python tests/peers/legacy_fastmcp_extras.py --port N
 
-Streamable HTTP on ``http://127.0.0.1:N/mcp``, stateful, SSE responses. FastMCP has no "initialized"
+Streamable HTTP on ``http://127.0.0.1:N/mcp``, stateful, SSE responses (the default); with
+``--transport sse`` the HTTP+SSE transport on ``http://127.0.0.1:N/sse``; with ``--transport stdio``
+newline-delimited JSON-RPC on stdin/stdout. FastMCP has no "initialized"
 hook, so the low-level server's message handler is wrapped: on ``notifications/initialized`` it asks
 ``session.list_roots()``, which 1.30.0 sends unrelated to any request, i.e. on the standalone GET
 stream, while no client request is in flight. Tools:
@@ -77,12 +79,13 @@ def build_server(*, log_level: str) -> FastMCP:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0, help="HTTP port (streamable-http and sse)")
+    parser.add_argument("--transport", default="streamable-http", choices=("streamable-http", "sse", "stdio"))
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     args = parser.parse_args(argv)
     mcp = build_server(log_level=args.log_level)
     mcp.settings.port = args.port
-    mcp.run(transport="streamable-http")
+    mcp.run(transport=args.transport)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,8 @@ class FakeSseServer:
                 "serverInfo": {"name": "fake-sse", "version": "0"},
             }
             await self.send({"jsonrpc": "2.0", "id": body["id"], "result": result})
+        elif method == "ping":  # the session's settle step after notifications/initialized
+            await self.send({"jsonrpc": "2.0", "id": body["id"], "result": {}})
         elif method != "notifications/initialized":
             if self.refuse_with is not None:
                 return web.Response(status=self.refuse_with, text="refused")
@@ -213,16 +215,18 @@ async def test_open_initializes_through_the_announced_endpoint(
         assert session.protocol_version == "2025-11-25"
         assert session.initialize_result["serverInfo"]["name"] == "fake-sse"
         assert not session.broken
-    (get, init, initialized) = fake.requests
+    (get, init, initialized, ping) = fake.requests
     assert get[:2] == ("GET", "/sse")
     assert get[2]["Accept"] == "text/event-stream"
     assert get[2]["Authorization"] == TOKEN
-    assert init[1] == initialized[1] == "/messages/?session_id=s1"
+    assert init[1] == initialized[1] == ping[1] == "/messages/?session_id=s1"
     assert init[3] is not None
     assert init[3]["params"]["protocolVersion"] == "2025-11-25"
     assert init[3]["params"]["capabilities"] == CAPABILITIES
     assert initialized[3] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    for _, _, headers, _ in (init, initialized):
+    assert ping[3] is not None
+    assert ping[3]["method"] == "ping"  # the settle step: session-start server requests arrive before it is leased
+    for _, _, headers, _ in (init, initialized, ping):
         assert headers["Authorization"] == TOKEN
         assert headers["Content-Type"] == "application/json"
         # This transport has neither a session header nor a version header.
@@ -235,7 +239,7 @@ async def test_open_accepts_an_absolute_endpoint_on_the_same_origin(
     fake.endpoint = fake.base + "/messages/?session_id=abs"
     async with opened(http, fake) as session:
         assert session.session_id == "abs"
-    assert [path for _, path, _, _ in fake.requests[1:]] == ["/messages/?session_id=abs"] * 2
+    assert [path for _, path, _, _ in fake.requests[1:]] == ["/messages/?session_id=abs"] * 3
 
 
 async def test_open_refuses_an_endpoint_on_another_origin_and_posts_nothing(

@@ -70,6 +70,8 @@ FAKE_SERVER = textwrap.dedent(
                 "serverInfo": {"name": "fake-stdio", "version": "0"},
                 "instructions": json.dumps(params["capabilities"]),
             }})
+        elif method == "ping":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         elif method == "tools/call":
             name, args = params["name"], params.get("arguments", {})
             if name == "hold":
