@@ -171,30 +171,27 @@ class CallDriver:
         self._registry.admit(principal)
         normalized = caps.normalize(request.client_capabilities)
         ctx = await self._backend.prepare(route, request, caller, normalized, exclusive=True)
-        try:
-            # Requests the server sent while nobody held the session (roots/list at session start)
-            # are asked first, before the call leaves, so the server has its answers when it runs.
-            early = await self._backend.claim_unclaimed(ctx)
-            if early:
-                return self._hold_round(ctx, request, caller, None, early, logged=False)
-            ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
-        except BaseException:
-            self._backend.discard(ctx)
-            raise
-        return await self._drive(ctx, request, caller, None, on_notification)
+        return await self._send_after_early_rounds(ctx, None, request, caller, on_notification)
 
     async def _send_after_early_rounds(
-        self, ctx: CallContext, hold: Hold, request: Accepted, caller: Caller, on_notification: NotificationSink | None
+        self,
+        ctx: CallContext,
+        hold: Hold | None,
+        request: Accepted,
+        caller: Caller,
+        on_notification: NotificationSink | None,
     ) -> JsonObj:
-        """Every request kept from before the call is answered: ask what arrived meanwhile, else send
-        the call upstream and read it under the same hold."""
+        """Requests the server sent while nobody held the session (roots/list at session start) are
+        asked first, before the call leaves, so the server has its answers when it runs: ask what is
+        kept (a new round, under ``hold`` when there is one), else send the call upstream and read it."""
         try:
             early = await self._backend.claim_unclaimed(ctx)
             if early:
                 return self._hold_round(ctx, request, caller, hold, early, logged=False)
             ctx.exchange = await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
         except BaseException:
-            self._registry.remove(hold)
+            if hold is not None:
+                self._registry.remove(hold)
             self._backend.discard(ctx)
             raise
         return await self._drive(ctx, request, caller, hold, on_notification)
