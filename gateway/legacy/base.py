@@ -8,12 +8,13 @@ response to the exchange it answers, a server request to the exchange it belongs
 lease holder), ``ping`` answered on the spot, notifications to the exchange and to the
 ``notification_sink``. Streamable HTTP (:mod:`gateway.legacy.streamable_http`), HTTP+SSE
 (:mod:`gateway.legacy.http_sse`) and stdio (:mod:`gateway.legacy.stdio`) differ only in which
-exchange they pass in. :class:`HttpSessionBase` adds what the two HTTP transports share (client,
-URL, headers, timeouts).
+exchange they pass in. :class:`~gateway.legacy.demux.DemuxedSession` adds what the single-stream
+transports share, :class:`~gateway.legacy.http_base.HttpSessionBase` what the two HTTP transports
+share (client, URL, headers, timeouts, redirects).
 
-Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
-:class:`~gateway.errors.BackendUnavailable` in :func:`backend_errors`, the only place that knows
-aiohttp's exception tree.
+How bytes on the wire become messages, and foreign failures become
+:class:`~gateway.errors.BackendUnavailable`, lives in :mod:`gateway.legacy.wire`
+(``backend_errors`` is re-exported here for the modules that import it from its older home).
 """
 
 from __future__ import annotations
@@ -21,18 +22,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import io
 import itertools
-import json
-import random
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
-import aiohttp
 import structlog
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from yarl import URL
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.limits import BackendLimits, BoundedExchange
@@ -47,97 +41,13 @@ from gateway.legacy.session import (
     SessionExpired,
     Unclaimed,
 )
-from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
+from gateway.legacy.wire import backend_errors, final_response
+
+__all__ = ["CLIENT_INFO", "LegacySessionBase", "backend_errors"]
 
 log = structlog.get_logger("gateway.legacy")
 
 CLIENT_INFO: JsonObj = {"name": "mrtr-gateway", "version": "0.1.0"}
-
-
-@contextlib.contextmanager
-def backend_errors(what: str) -> Iterator[None]:
-    """Map every foreign failure while talking to the backend onto BackendUnavailable."""
-    try:
-        yield
-    except BackendUnavailable:
-        raise
-    except SessionExpired:
-        raise
-    except aiohttp.ClientConnectorError as exc:
-        raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
-    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise BackendUnavailable("timeout", f"{what}: timed out") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
-    except aiohttp.ClientError as exc:
-        raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
-
-
-def jittered(seconds: float) -> float:
-    """``seconds`` spread over [50 %, 100 %], so sessions dropped together do not come back together."""
-    return seconds * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
-
-
-def jsonrpc_messages(payload: Any) -> list[JsonObj]:
-    """Backend bodies are one JSON-RPC message or (2025-03-26) a batch of them."""
-    items = payload if isinstance(payload, list) else [payload]
-    out = [m for m in items if isinstance(m, dict) and m.get("jsonrpc") == "2.0"]
-    if len(out) != len(items) or not out:
-        raise ValueError("not a JSON-RPC message")
-    return out
-
-
-def final_response(message: JsonObj) -> FinalResponse:
-    if "error" in message:
-        error = message["error"]
-        if not isinstance(error, dict):
-            raise ValueError("malformed JSON-RPC error")
-        return FinalResponse(error=error)
-    result = message.get("result")
-    if not isinstance(result, dict):
-        raise ValueError("malformed JSON-RPC result")
-    return FinalResponse(result=result)
-
-
-SSE_SLICE_BYTES = 4 * 1024
-"""Bytes parsed between two checks of how long the event loop has been held."""
-LOOP_HOLD_SECONDS = 0.002
-"""Parsing yields to the event loop once it has held it this long (one slice may overshoot)."""
-
-
-async def sse_events(
-    resp: aiohttp.ClientResponse,
-    *,
-    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-    idle_timeout: float | None = None,
-) -> AsyncIterator[SSEEvent]:
-    """The events of one backend SSE response, without ever holding the event loop for long.
-
-    Chunks are parsed in slices of :data:`SSE_SLICE_BYTES`; once parsing has held the loop for
-    :data:`LOOP_HOLD_SECONDS` it yields (``sleep(0)``), so a flood of tiny lines or one huge event
-    costs other requests a few milliseconds at most. ``idle_timeout`` bounds the silence between
-    two reads (``TimeoutError``); the parser bounds the bytes between two events
-    (:class:`~gateway.legacy.sse.SSELimitError`).
-    """
-    parser = SSEParser(max_event_bytes)
-    loop = asyncio.get_running_loop()
-    held_since = loop.time()
-    while True:
-        if idle_timeout is None:
-            chunk = await resp.content.readany()
-        else:
-            async with asyncio.timeout(idle_timeout):
-                chunk = await resp.content.readany()
-        if not chunk:
-            return
-        for offset in range(0, len(chunk), SSE_SLICE_BYTES):
-            for event in parser.feed(chunk[offset : offset + SSE_SLICE_BYTES]):
-                yield event
-            if loop.time() - held_since > LOOP_HOLD_SECONDS:
-                await asyncio.sleep(0)
-                held_since = loop.time()
 
 
 class LegacySessionBase(abc.ABC):
@@ -342,179 +252,3 @@ def _push(exchange: Exchange, event: ServerRequest | ServerNotification, size: i
         exchange.push_sized(event, size)
     else:
         exchange.push(event)
-
-
-def message_size(raw: str | bytes, count: int) -> int:
-    """Wire bytes charged to each of ``count`` messages decoded from ``raw`` (a batch shares them)."""
-    return len(raw) // max(count, 1) + 1
-
-
-class DemuxedSession(LegacySessionBase):
-    """Transports whose every backend message arrives on one stream (HTTP+SSE, stdio): answers are
-    matched to calls by JSON-RPC id, server requests go to the lease holder (unclaimed when there is
-    none), and when the stream ends every call still waiting hears why."""
-
-    def _init_demux(self) -> None:
-        self._inflight: dict[str | int, Exchange] = {}
-        self._failure: tuple[str, str] | None = None
-
-    @abc.abstractmethod
-    async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
-        """Send one JSON-RPC request on this transport (its answer arrives on the stream)."""
-
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
-        request_id = next(self._ids)
-        exchange = self._register(request_id, method)
-        self._own(exchange, owner)
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        try:
-            await self._send_request(body, headers, what=method)
-        except BaseException:
-            self._inflight.pop(request_id, None)
-            self._disown(exchange)
-            raise
-        return exchange
-
-    async def _initialize_answer(self, init: Exchange) -> FinalResponse:
-        """Notifications may come first; server requests never reach ``init`` (see ``_owner``)."""
-        while True:
-            event = await init.next(self._timeout)
-            if isinstance(event, FinalResponse):
-                return event
-
-    def _register(self, request_id: int, method: str) -> Exchange:
-        """Track an exchange before sending it: the answer may overtake the send's own completion."""
-        if self._failure is not None:
-            raise BackendUnavailable(*self._failure)
-        exchange = self._new_exchange(request_id, method)
-        self._inflight[request_id] = exchange
-        return exchange
-
-    async def _route(self, message: JsonObj, size: int = 0) -> None:
-        if "method" in message:
-            await self._dispatch(message, self._owner(request="id" in message), size)
-            return
-        request_id = message.get("id")
-        exchange = None
-        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            exchange = self._inflight.pop(request_id, None)
-        if exchange is None:
-            log.debug("backend response matches no request", id=repr(request_id)[:40])
-            return
-        await self._dispatch(message, exchange, size)
-
-    def _owner(self, *, request: bool) -> Exchange | None:
-        """Whom a server request belongs to: the lease holder only (attached before its request was
-        sent); a notification: the lease holder, else the sole call in flight."""
-        if self._attached is not None or request:
-            return self._attached
-        live = [e for e in self._inflight.values() if not e.done and e.method != "initialize"]
-        return live[0] if len(live) == 1 else None
-
-    def _fail_inflight(self, failure: BackendUnavailable, stream: str) -> None:
-        """The stream is gone: the session is broken and nothing in flight will be answered."""
-        self._broken = True
-        reason = failure.reason if failure.reason == "malformed_response" else "stream_closed"
-        detail = failure.detail
-        self._failure = (reason, detail)
-        waiting = list(self._inflight.values())
-        self._inflight.clear()
-        if self._attached is not None:
-            waiting.append(self._attached)
-        for exchange in waiting:
-            exchange.push(BackendUnavailable(reason, detail))
-        if not self._closed:
-            log.info(f"backend {stream} stream ended", reason=failure.reason, detail=detail)
-
-
-MAX_REDIRECTS = 3
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-
-
-def _origin(url: URL) -> tuple[str, str | None, int | None]:
-    return (url.scheme, url.host, url.port)
-
-
-async def read_bounded(content: aiohttp.StreamReader, limit: int, *, what: str) -> bytes:
-    """Every byte of a body up to ``limit`` (``readany`` until EOF; a single ``read(n)`` returns
-    only what happens to be buffered)."""
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await content.readany():
-        size += len(chunk)
-        if size > limit:
-            raise BackendUnavailable("malformed_response", f"{what}: response over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-class HttpSessionBase(LegacySessionBase):
-    """What the two HTTP transports add: the shared client, the backend URL, the headers sent."""
-
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        url: str,
-        *,
-        capabilities: JsonObj,
-        headers: dict[str, str],
-        timeout: float,
-        connect_timeout: float,
-        offer_version: str | None = None,
-        limits: BackendLimits | None = None,
-    ) -> None:
-        self._http = http
-        self._url = url
-        self._base_headers = dict(headers)
-        super().__init__(
-            capabilities=capabilities,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            offer_version=offer_version,
-            limits=limits,
-        )
-
-    async def _send(self, method: str, url: str | URL, *, what: str, **kwargs: Any) -> aiohttp.ClientResponse:
-        """One backend HTTP request; redirects are followed only within the backend URL's origin.
-
-        The route's ``backend.headers`` and a forwarded ``Authorization`` were meant for the backend
-        URL's origin: a redirect elsewhere fails with ``redirect_refused`` and nothing is sent
-        there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
-        POST needs), at most :data:`MAX_REDIRECTS` times. The caller releases the response.
-        """
-        origin = _origin(URL(self._url))
-        target = URL(url)
-        body = kwargs.pop("json", None)
-        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        for _ in range(MAX_REDIRECTS + 1):
-            if encoded is not None:
-                # a file-like body is written in pieces: a large argument never holds the event loop
-                kwargs["data"] = io.BytesIO(encoded)
-            resp = await self._http.request(method, target, allow_redirects=False, **kwargs)
-            if resp.status not in _REDIRECT_STATUSES:
-                return resp
-            location = resp.headers.get("Location")
-            resp.release()
-            try:
-                following = target.join(URL(location)) if location else None
-            except ValueError:
-                following = None
-            if following is None or _origin(following) != origin:
-                raise BackendUnavailable("redirect_refused", f"{what}: HTTP {resp.status} to another origin")
-            if resp.status not in (307, 308):
-                raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
-            target = following.with_fragment(None)
-        raise BackendUnavailable("bad_status", f"{what}: more than {MAX_REDIRECTS} redirects")
-
-    async def _read_body(self, resp: aiohttp.ClientResponse, *, what: str) -> bytes:
-        """A whole backend response body, at most ``max_message_bytes``, read within the timeout."""
-        limit = self._limits.max_message_bytes
-        if resp.content_length is not None and resp.content_length > limit:
-            raise BackendUnavailable("malformed_response", f"{what}: response over {limit} bytes")
-        async with asyncio.timeout(self._timeout):
-            return await read_bounded(resp.content, limit, what=what)
-
-    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
-        if total:
-            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
-        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)

@@ -8,7 +8,7 @@ back channel:
    (scheme, host, port): the gateway would otherwise send the client's credentials wherever the
    backend points (``endpoint_cross_origin``). Redirects of the GET and of the POSTs are
    followed only within that origin (``redirect_refused`` otherwise, see
-   :meth:`~gateway.legacy.base.HttpSessionBase._send`).
+   :meth:`~gateway.legacy.http_base.HttpSessionBase._send`).
 2. Every client message - requests, notifications, answers to server requests - is its own
    ``POST`` to that endpoint, answered ``202`` (or 200/204) with no JSON-RPC content.
 3. Every server message - responses, server requests, notifications - arrives as a ``message``
@@ -36,15 +36,10 @@ import structlog
 from yarl import URL
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import (
-    DemuxedSession,
-    HttpSessionBase,
-    backend_errors,
-    jsonrpc_messages,
-    message_size,
-    sse_events,
-)
+from gateway.legacy.demux import DemuxedSession
+from gateway.legacy.http_base import HttpSessionBase
 from gateway.legacy.session import JsonObj, SessionExpired
+from gateway.legacy.wire import backend_errors, jsonrpc_messages, message_size, sse_events
 
 log = structlog.get_logger("gateway.legacy")
 

@@ -15,7 +15,7 @@ memory is bounded:
   growth or a stream that is parsed forever without producing anything.
 
 How long one call to :meth:`SSEParser.feed` may hold the event loop is the caller's business:
-:func:`gateway.legacy.base.sse_events` feeds bounded slices and yields to the loop between them.
+:func:`gateway.legacy.wire.sse_events` feeds bounded slices and yields to the loop between them.
 """
 
 from __future__ import annotations

@@ -44,9 +44,10 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import DemuxedSession, jsonrpc_messages, message_size
+from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj
+from gateway.legacy.wire import jsonrpc_messages, message_size
 
 log = structlog.get_logger("gateway.legacy")
 

@@ -7,9 +7,9 @@ the server also sends its own requests; a background reader per stream pushes wh
 the :class:`~gateway.legacy.session.Exchange`. A standalone GET stream is kept open per session
 because servers send some requests there (mcp 1.30.0 sends ``roots/list`` on it).
 
-Session state, the ``initialize`` check, message routing and the mapping of foreign failures
-onto :class:`~gateway.errors.BackendUnavailable` live in :mod:`gateway.legacy.base`, shared with
-the HTTP+SSE transport.
+Session state, the ``initialize`` check and message routing live in :mod:`gateway.legacy.base`;
+the mapping of foreign failures onto :class:`~gateway.errors.BackendUnavailable` in
+:mod:`gateway.legacy.wire`; both are shared with the HTTP+SSE transport.
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ import structlog
 from mcp_types.version import is_version_at_least
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import (
-    HttpSessionBase,
+from gateway.legacy.http_base import HttpSessionBase
+from gateway.legacy.session import (
+    Exchange,
+    FinalResponse,
+    JsonObj,
+    SessionExpired,
+)
+from gateway.legacy.wire import (
     backend_errors,
     final_response,
     jittered,
@@ -33,12 +39,6 @@ from gateway.legacy.base import (
     message_size,
     read_bounded,
     sse_events,
-)
-from gateway.legacy.session import (
-    Exchange,
-    FinalResponse,
-    JsonObj,
-    SessionExpired,
 )
 
 log = structlog.get_logger("gateway.legacy")
@@ -280,7 +280,7 @@ class StreamableHttpSession(HttpSessionBase):
     async def _standalone_stream(self) -> None:
         """Keep the session's GET stream open and dispatch what arrives.
 
-        Bounded like every backend stream (event size, see :func:`~gateway.legacy.base.sse_events`)
+        Bounded like every backend stream (event size, see :func:`~gateway.legacy.wire.sse_events`)
         and also by silence: after ``stream_idle_timeout`` without a byte it is reopened. Reopening
         waits a jittered, doubling backoff, and gives up after ``stream_reconnects`` consecutive
         openings that were of no use: that delivered no message, or broke a bound or sent garbage

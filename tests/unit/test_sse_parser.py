@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from gateway.legacy.base import sse_events
 from gateway.legacy.sse import SSELimitError, SSEParser
+from gateway.legacy.wire import sse_events
 
 STREAM = (
     b'event: message\r\ndata: {"a":1}\r\n\r\n'

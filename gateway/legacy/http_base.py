@@ -1,0 +1,97 @@
+"""What the two HTTP transports (streamable HTTP and HTTP+SSE) share: the client, the backend URL,
+the headers sent, same-origin redirects, bounded body reads and timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from gateway.errors import BackendUnavailable
+from gateway.legacy.base import LegacySessionBase
+from gateway.legacy.limits import BackendLimits
+from gateway.legacy.session import JsonObj
+from gateway.legacy.wire import read_bounded
+
+MAX_REDIRECTS = 3
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+class HttpSessionBase(LegacySessionBase):
+    """What the two HTTP transports add: the shared client, the backend URL, the headers sent."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        *,
+        capabilities: JsonObj,
+        headers: dict[str, str],
+        timeout: float,
+        connect_timeout: float,
+        offer_version: str | None = None,
+        limits: BackendLimits | None = None,
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._base_headers = dict(headers)
+        super().__init__(
+            capabilities=capabilities,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            offer_version=offer_version,
+            limits=limits,
+        )
+
+    async def _send(self, method: str, url: str | URL, *, what: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        """One backend HTTP request; redirects are followed only within the backend URL's origin.
+
+        The route's ``backend.headers`` and a forwarded ``Authorization`` were meant for the backend
+        URL's origin: a redirect elsewhere fails with ``redirect_refused`` and nothing is sent
+        there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
+        POST needs), at most :data:`MAX_REDIRECTS` times. The caller releases the response.
+        """
+        origin = _origin(URL(self._url))
+        target = URL(url)
+        body = kwargs.pop("json", None)
+        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        for _ in range(MAX_REDIRECTS + 1):
+            if encoded is not None:
+                # a file-like body is written in pieces: a large argument never holds the event loop
+                kwargs["data"] = io.BytesIO(encoded)
+            resp = await self._http.request(method, target, allow_redirects=False, **kwargs)
+            if resp.status not in _REDIRECT_STATUSES:
+                return resp
+            location = resp.headers.get("Location")
+            resp.release()
+            try:
+                following = target.join(URL(location)) if location else None
+            except ValueError:
+                following = None
+            if following is None or _origin(following) != origin:
+                raise BackendUnavailable("redirect_refused", f"{what}: HTTP {resp.status} to another origin")
+            if resp.status not in (307, 308):
+                raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
+            target = following.with_fragment(None)
+        raise BackendUnavailable("bad_status", f"{what}: more than {MAX_REDIRECTS} redirects")
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, *, what: str) -> bytes:
+        """A whole backend response body, at most ``max_message_bytes``, read within the timeout."""
+        limit = self._limits.max_message_bytes
+        if resp.content_length is not None and resp.content_length > limit:
+            raise BackendUnavailable("malformed_response", f"{what}: response over {limit} bytes")
+        async with asyncio.timeout(self._timeout):
+            return await read_bounded(resp.content, limit, what=what)
+
+    def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
+        if total:
+            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
+        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)
