@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import itertools
 import json
 import sys
@@ -35,7 +36,7 @@ def _out(text: str = "") -> None:
 
 
 async def run_demo(port: int = 8080, walk: str | None = None) -> int:
-    configure_logging("warning", json_logs=False)
+    configure_logging("info", json_logs=False)
     backend_runner, backend_url = await start_demo_backend()
     settings = parse_config(
         {
@@ -49,7 +50,16 @@ async def run_demo(port: int = 8080, walk: str | None = None) -> int:
     runner = web.AppRunner(build_app(settings), access_log=None, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        await backend_runner.cleanup()
+        sys.stderr.write(
+            f"mrtr-gateway demo: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; "
+            "pick another port with --port N (0 = any free port)\n"
+        )
+        return 2
     bound = runner.addresses[0][1] if runner.addresses else port
     url = f"http://127.0.0.1:{bound}/mcp"
     try:
@@ -68,36 +78,74 @@ def _banner(url: str, backend_url: str) -> None:
     _out(f"Legacy demo backend (handshake era, streamable HTTP): {backend_url}")
     _out(f"mrtr-gateway (MCP {MODERN}):                         {url}")
     _out()
-    _out("Try it with the official Python SDK (pip install mcp==2.3.0):")
-    _out(
-        f"""
-    import anyio
-    from mcp.client import Client
-    from mcp_types import ElicitResult
+    _out("Try it with the official Python SDK. Save this as client.py:")
+    _out(_indent(client_example(url)))
+    _out(f"and run it with the demo's own Python, which {_has_sdk()}:")
+    _out()
+    _out(f"    {sys.executable} client.py")
+    _out()
+    _out("Or with curl (bash; python3 only picks requestState out of the JSON): ask_city asks one")
+    _out("question, so the first call answers input_required and the retry carries the answer.")
+    _out(_indent(curl_pair(url)))
 
-    async def answer(ctx, params):
-        print("server asks:", params.message)
-        return ElicitResult(action="accept", content={{"name": "Ada", "color": "teal"}})
 
-    async def main():
-        async with Client("{url}", mode="{MODERN}", elicitation_callback=answer) as client:
-            print([t.name for t in (await client.list_tools()).tools])
-            print((await client.call_tool("ask_two", {{}})).content[0].text)
+def _indent(text: str) -> str:
+    return "\n" + "\n".join(f"    {line}" if line else "" for line in text.splitlines()) + "\n"
 
-    anyio.run(main)
+
+def _has_sdk() -> str:
+    """How the demo's interpreter stands with the SDK the example needs (mcp 2.3.0)."""
+    if importlib.util.find_spec("mcp") is not None:
+        return "has the SDK"
+    return f"needs the SDK first: {sys.executable} -m pip install 'mcp==2.3.0'"
+
+
+def client_example(url: str) -> str:
+    """The Python example the banner prints: list the tools, then a two-question tool."""
+    return f"""import anyio
+from mcp.client import Client
+from mcp_types import ElicitResult
+
+
+async def answer(ctx, params):
+    print("server asks:", params.message)
+    return ElicitResult(action="accept", content={{"name": "Ada", "color": "teal"}})
+
+
+async def main():
+    async with Client("{url}", mode="{MODERN}", elicitation_callback=answer) as client:
+        print([t.name for t in (await client.list_tools()).tools])
+        print((await client.call_tool("ask_two", {{}})).content[0].text)
+
+
+anyio.run(main)
 """
+
+
+def curl_pair(url: str) -> str:
+    """The curl pair the banner prints: one ``input_required`` round of ``ask_city`` and its retry."""
+    meta = (
+        f'"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN}",'
+        '"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}'
     )
-    _out("Or with curl (a tool that needs no input):")
-    _out(
-        f"""
-    curl -s {url} -H 'Content-Type: application/json' \\
-      -H 'Accept: application/json, text/event-stream' \\
-      -H 'MCP-Protocol-Version: {MODERN}' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: add' \\
-      -d '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{"a":2,"b":3}},
-          "_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN}",
-                   "io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}'
+    return f"""URL={url}
+H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
+   -H 'MCP-Protocol-Version: {MODERN}' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: ask_city')
+META='{meta}'
+
+# 1. The call: resultType "input_required", the question under "elicit-1", and a requestState.
+FIRST=$(curl -s "$URL" "${{H[@]}}" \\
+  -d '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"ask_city","arguments":{{}},'"$META"'}}}}')
+echo "$FIRST"
+STATE=$(printf '%s' "$FIRST" | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["requestState"])')
+
+# 2. The retry: the same call, the answer under the same key, and the requestState as it came.
+curl -s "$URL" "${{H[@]}}" \\
+  -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"ask_city","arguments":{{}},
+       "inputResponses":{{"elicit-1":{{"action":"accept","content":{{"city":"Lisbon"}}}}}},
+       "requestState":"'"$STATE"'",'"$META"'}}}}'
+echo
 """
-    )
 
 
 def _answer(request: dict[str, Any]) -> dict[str, Any]:

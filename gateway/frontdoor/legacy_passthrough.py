@@ -229,6 +229,9 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
         )
         return _error(failure.http_status, request_id, failure.code, failure.message, failure.data)
 
+    if _lost_newcomer(request, gateway_id, is_initialize, label, upstream.status):
+        upstream.release()
+        return _error(400, request_id, INVALID_REQUEST, MISSING_VERSION_MESSAGE)
     try:
         out = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)
         returned_id = upstream.headers.get(SESSION_HEADER)
@@ -292,6 +295,34 @@ def _peek(http_method: str, body: bytes | None) -> tuple[str, str | int | None, 
         return "response", None, False
     label = method if method in _KNOWN_METHODS else "other"
     return label, request_id, method == "initialize" and request_id is not None
+
+
+MISSING_VERSION_MESSAGE: Final = (
+    "Bad Request: missing MCP-Protocol-Version header. This endpoint speaks MCP 2026-07-28: send "
+    "'MCP-Protocol-Version: 2026-07-28' and put io.modelcontextprotocol/protocolVersion and "
+    "io.modelcontextprotocol/clientCapabilities in params._meta. A session-era client sends "
+    "initialize first, then its Mcp-Session-Id."
+)
+"""What a request that is neither 2026-07-28 nor part of a legacy session hears instead of the
+backend's refusal (which speaks of a session id the caller never knew it needed)."""
+
+
+def _lost_newcomer(request: web.Request, gateway_id: str | None, is_initialize: bool, label: str, status: int) -> bool:
+    """Whether the backend refused a POST that carried no version header and no session id.
+
+    Such a request is most often a first try at a 2026-07-28 endpoint that left out the headers;
+    a session-era client never sends it (it initializes first, and a stateful backend then hands
+    it a session id). A stateless legacy backend accepts it, and then its answer is relayed as it
+    is: only the backend's 400 or 404 is replaced, never a success.
+    """
+    return (
+        request.method == "POST"
+        and gateway_id is None
+        and not is_initialize
+        and label not in ("response", "batch", "other")
+        and "MCP-Protocol-Version" not in request.headers
+        and status in (400, 404)
+    )
 
 
 def _unavailable(exc: BaseException) -> BackendUnavailable:

@@ -20,11 +20,12 @@ from typing import Any
 import aiohttp
 import pytest
 from harness import BareClient, route, running_gateway, stdio_route
+from mcp_types.jsonrpc import INVALID_REQUEST
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
 from gateway.frontdoor import legacy_passthrough
-from gateway.frontdoor.legacy_passthrough import PassthroughSessions
+from gateway.frontdoor.legacy_passthrough import MISSING_VERSION_MESSAGE, PassthroughSessions
 
 Backend = tuple[DemoBackend, str]
 
@@ -256,11 +257,34 @@ async def test_sessionless_handshake_era_requests_pass_through_unmapped(
     _, url = fake_backend
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         wire = LegacyWire(http, gw.url())
-        async with wire.post(wire.message("tools/list")) as resp:
+        async with wire.post(wire.message("tools/list"), **{"MCP-Protocol-Version": VERSION}) as resp:
             # The fake backend is stateful, so it refuses a request without a session; the point is
             # that its own answer reaches the client, headers and all.
             assert resp.status == 400
             assert "Missing session ID" in (await resp.json())["error"]["message"]
+
+
+async def test_a_request_with_neither_version_header_nor_session_hears_which_header_is_missing(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    """A first curl at the endpoint, without the 2026-07-28 headers, is told what to send.
+
+    Without ``MCP-Protocol-Version`` and without a session the request is passed through (a
+    stateless legacy backend would serve it); a stateful backend refuses it for a session id the
+    caller never knew it needed, so the gateway answers in its place and names the header.
+    """
+    _, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url)]) as gw:
+        wire = LegacyWire(http, gw.url())
+        message = wire.message("tools/list")
+        async with wire.post(message) as resp:
+            assert resp.status == 400
+            body = await resp.json()
+    assert body["id"] == message["id"]
+    assert body["error"]["code"] == INVALID_REQUEST
+    assert body["error"]["message"] == MISSING_VERSION_MESSAGE
+    assert "MCP-Protocol-Version" in body["error"]["message"]
+    assert "session" not in body["error"]["message"].split(".")[0].lower()
 
 
 async def test_backend_down_answers_502_backend_unavailable_quickly(http: aiohttp.ClientSession) -> None:

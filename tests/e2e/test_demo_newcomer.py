@@ -1,0 +1,166 @@
+"""The demo as a newcomer meets it: what the banner prints runs as printed.
+
+The demo is started as a user starts it (``python -m gateway demo``, a subprocess) and the banner's
+Python example and curl pair are taken from its output, not from the functions that build them,
+and run: the example with the exact command the banner names, the curl pair with bash. The demo
+logs one line per request at info, and a busy port is one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from peers.runner import free_port
+
+from gateway.demo import run as demo_run
+
+WAIT = 60.0
+
+
+@dataclass
+class Demo:
+    process: asyncio.subprocess.Process
+    banner: str
+    stderr: list[str] = field(default_factory=list)
+
+
+async def _read_banner(process: asyncio.subprocess.Process) -> str:
+    assert process.stdout is not None
+    lines: list[str] = []
+    while True:
+        raw = await process.stdout.readline()
+        if not raw:
+            raise AssertionError("the demo exited before its banner ended:\n" + "".join(lines))
+        line = raw.decode()
+        if line.startswith("Press Ctrl-C"):
+            return "".join(lines)
+        lines.append(line)
+
+
+@asynccontextmanager
+async def running_demo(*extra: str) -> AsyncIterator[Demo]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "demo",
+        "--port",
+        str(free_port()),
+        *extra,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(WAIT):
+            banner = await _read_banner(process)
+        yield Demo(process, banner)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        async with asyncio.timeout(WAIT):
+            await process.wait()
+
+
+def _block(banner: str, after: str, until: str) -> str:
+    """The indented block of the banner between the line containing ``after`` and the one containing ``until``."""
+    text = banner.split(after, 1)[1].split("\n", 1)[1]
+    return textwrap.dedent(text.split(until, 1)[0].rsplit("\n", 1)[0] if until else text)
+
+
+async def _run(*argv: str, cwd: Path) -> tuple[int, str]:
+    child = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    async with asyncio.timeout(WAIT):
+        out, _ = await child.communicate()
+    assert child.returncode is not None
+    return child.returncode, out.decode()
+
+
+async def test_the_printed_python_example_runs_with_the_printed_command(tmp_path: Path) -> None:
+    async with running_demo() as demo:
+        example = _block(demo.banner, "Save this as client.py:", "and run it with")
+        assert "has the SDK" in demo.banner, "the test environment has mcp 2.3.0, and the banner must say so"
+        command = _block(demo.banner, "and run it with", "Or with curl").strip()
+        (tmp_path / "client.py").write_text(example)
+        assert command == f"{sys.executable} client.py"
+        code, out = await _run(*command.split(" "), cwd=tmp_path)
+    assert code == 0, out
+    assert "ask_two" in out
+    assert "server asks: What is your name?" in out
+    assert out.rstrip().endswith("name=Ada;color=teal")
+
+
+async def test_the_printed_curl_pair_shows_one_input_required_round_and_its_retry(tmp_path: Path) -> None:
+    async with running_demo() as demo:
+        pair = _block(demo.banner, "question, so the first call", "")
+        (tmp_path / "pair.sh").write_text(pair)
+        code, out = await _run("bash", "-euo", "pipefail", "pair.sh", cwd=tmp_path)
+    assert code == 0, out
+    first, second = out.strip().split("\n")
+    assert '"resultType":"input_required"' in first
+    assert '"elicit-1":{"method":"elicitation/create"' in first
+    assert '"resultType":"complete"' in second
+    assert '"text":"city=Lisbon"' in second
+
+
+async def test_the_demo_logs_one_line_per_request_at_info() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "demo",
+        "--port",
+        "0",
+        "--walk",
+        "ask_two",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(WAIT):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert "← complete: name=Ada;color=teal" in out.decode()
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert len(lines) == 3, "three rounds of tools/call, one line each:\n" + "\n".join(lines)
+    assert all("info" in line and "tools/call" in line for line in lines), lines
+
+
+async def test_a_busy_port_is_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "demo",
+            "--port",
+            str(port),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(WAIT):
+            _, err = await child.communicate()
+    assert child.returncode == 2
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "--port" in lines[0]
+
+
+def test_without_the_sdk_the_banner_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo_run.importlib.util, "find_spec", lambda name: None)
+    assert demo_run._has_sdk() == f"needs the SDK first: {sys.executable} -m pip install 'mcp==2.3.0'"
