@@ -359,8 +359,15 @@ class CallDriver:
         entries = claims.extra.get("log")
         if route.config.holds.on_lost != "replay" or not isinstance(entries, list) or not proven:
             self._metrics.state_rejections.labels("owner_elsewhere").inc()
+            self._count_failed_forward(route, lost)
             raise lost or HoldLost("owner_unreachable")
-        return await self._replay(route, request, caller, claims, entries, on_notification)
+        return await self._replay(route, request, caller, claims, entries, on_notification, lost=lost)
+
+    def _count_failed_forward(self, route: RouteRuntime, lost: HoldLost | None) -> None:
+        """A retry whose forward to the owner failed and that was not replayed: counted once, under
+        the forward's outcome (a replayed one counts as ``replayed`` only)."""
+        if lost is not None:
+            self._metrics.forwards.labels(route.name, lost.reason).inc()
 
     async def _replay(
         self,
@@ -370,6 +377,8 @@ class CallDriver:
         claims: Claims,
         entries: list[Any],
         on_notification: NotificationSink | None,
+        *,
+        lost: HoldLost | None = None,
     ) -> JsonObj:
         """Run the call again on a fresh session, answering its server requests from the sealed
         transcript (earlier rounds) and this retry's ``inputResponses`` (the round that was
@@ -381,15 +390,23 @@ class CallDriver:
         transcript = replay.Transcript(
             replay.plan(entries, responses), float(until) if isinstance(until, int | float) else None
         )
-        self._registry.admit(principal_tag(caller.principal, self._keyring.salt))
         lifetime = min(self._state_ttl, route.config.holds.ttl)
-        if not self._replays.consume(claims.hold_id, replay.remember_until(claims.exp, until, lifetime)):
-            raise self._state_refused(route, "replay_consumed")
+        try:  # a retry counts once in forwards_total: under its failed forward until the replay runs
+            self._registry.admit(principal_tag(caller.principal, self._keyring.salt))
+            if not self._replays.consume(claims.hold_id, replay.remember_until(claims.exp, until, lifetime)):
+                raise self._state_refused(route, "replay_consumed")
+        except GatewayError:
+            self._count_failed_forward(route, lost)
+            raise
         normalized = caps.normalize(request.client_capabilities)
         try:
             ctx = await self._backend.begin(route, request, caller, normalized, exclusive=True)
         except Overloaded:  # no session to run it on: nothing reached the backend, the token stays usable
             self._replays.release(claims.hold_id)
+            self._count_failed_forward(route, lost)
+            raise
+        except BaseException:  # the token is spent: the replay ran, and failed at the backend
+            self._metrics.forwards.labels(route.name, "replayed").inc()
             raise
         ctx.replay = transcript.carry
         self._metrics.forwards.labels(route.name, "replayed").inc()

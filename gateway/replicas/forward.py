@@ -114,7 +114,8 @@ async def forward_to_owner(
             isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError)
         )
         outcome = OWNER_UNREACHABLE if unreachable else OWNER_FAILED
-        metrics.forwards.labels(route.name, outcome).inc()
+        # Not counted here: the caller may still replay the call, and a retry counts once, under
+        # the outcome it ends with (``replayed``, or this one; gateway.calls.driver.replay_or_lost).
         log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
         return HoldLost(outcome)
     metrics.forwards.labels(route.name, "forwarded").inc()
