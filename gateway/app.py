@@ -26,6 +26,7 @@ from gateway.calls import CallDriver, RouteRuntime
 from gateway.calls.context import TOOL_SCHEMA_TTL
 from gateway.calls.replay import ReplayGuard
 from gateway.config.load import Settings
+from gateway.drain import Drain
 from gateway.frontdoor.handler import make_handler
 from gateway.frontdoor.legacy_passthrough import PassthroughSessions
 from gateway.frontdoor.origin import OriginPolicy
@@ -33,6 +34,7 @@ from gateway.holds.registry import Hold, HoldRegistry
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.listen import ListenHubs
+from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.server import handler_options
@@ -48,7 +50,10 @@ def build_app(settings: Settings) -> web.Application:
     # handler_args bound what the HTTP parser accepts wherever the app runs (issue 8 item 4).
     app = web.Application(client_max_size=config.listen.max_body_bytes + 1, handler_args=handler_options(config.listen))
     app[keys.SETTINGS] = settings
-    app[keys.METRICS] = Metrics.create()
+    app[keys.METRICS] = metrics = Metrics.create()
+    # One drain state for the server (begins it on SIGTERM), /readyz and the front door (refuses new calls).
+    app[keys.DRAIN] = drain = Drain(config.listen.drain_timeout, on_refuse=metrics.rejections.labels("draining").inc)
+    app.middlewares.append(drain.middleware)
     app[keys.READY] = {"routes": False}
     app[keys.ROUTES] = {}
     limits = config.limits
@@ -65,7 +70,8 @@ def build_app(settings: Settings) -> web.Application:
     app.on_shutdown.append(_close_listen_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
-    app.router.add_get("/metrics", ops.metrics)
+    if config.listen.metrics_port is None:  # else gateway.server serves it on its own port
+        app.router.add_get("/metrics", ops.metrics_handler(metrics.registry))
     for path, document in gates.metadata_paths().items():
         app.router.add_get(path, metadata_handler(document))
     for route in config.routes:
@@ -76,6 +82,7 @@ def build_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
     app.cleanup_ctx.append(_state_keys_reload)
+    app.cleanup_ctx.append(loop_lag_context)
     return app
 
 
@@ -122,6 +129,10 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
         runtime = RouteRuntime(route, pool, tool_schemas=schemas)
         app[keys.ROUTES][route.path] = runtime
     app[keys.PASSTHROUGH] = PassthroughSessions(settings.state_keys)
+    runtimes = app[keys.ROUTES].values()
+    metrics.live.watch(
+        (r.config.name for r in runtimes), sessions=lambda: {r.config.name: r.pool.counts_by_state() for r in runtimes}
+    )
     app[keys.READY]["routes"] = True
     reaper = asyncio.create_task(_reap_sessions(app), name="session-reaper")
     yield
@@ -148,14 +159,23 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
     async def on_expire(hold: Hold) -> None:
         await driver_box[0].expire(hold)
 
+    drain = app[keys.DRAIN]
+
+    def holds_changed(count: int) -> None:
+        metrics.holds.set(count)
+        drain.changed()
+
     registry = HoldRegistry(
         max_holds=limits.max_holds,
         max_per_principal=limits.max_holds_per_principal,
         max_anonymous=limits.max_holds_anonymous,
         retry_after=limits.retry_after,
         on_expire=on_expire,
-        on_change=metrics.holds.set,
+        on_change=holds_changed,
+        observer=metrics.hold_observer(),
     )
+    drain.watch_holds(registry.__len__)
+    metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
     driver = CallDriver(
         keyring=app[keys.KEYRING],
         registry=registry,

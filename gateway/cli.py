@@ -54,7 +54,8 @@ def _serve(args: argparse.Namespace) -> int:
         # Binding is the only step that fails this way before serving; say which address, in one line.
         if exc.errno not in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             raise
-        print(f"mrtr-gateway: cannot listen on {host}:{port}: {os.strerror(exc.errno).lower()}", file=sys.stderr)
+        address = exc.address if isinstance(exc, server.BindFailed) else f"{host}:{port}"
+        print(f"mrtr-gateway: cannot listen on {address}: {os.strerror(exc.errno).lower()}", file=sys.stderr)
         return 1
     return 0
 

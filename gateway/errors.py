@@ -5,6 +5,7 @@ Tree::
     GatewayError                      a JSON-RPC error the client receives (code, message, data)
     ├── BackendUnavailable            -32603  data.reason "backend_unavailable"  HTTP 502
     ├── Overloaded                    -32603  data.reason "overloaded"           HTTP 503 + Retry-After
+    │   └── Draining                  -32603  data.reason "draining"             HTTP 503 + Retry-After
     ├── HoldLost                      -32603  data.reason "hold_lost"            HTTP 502
     │   └── HoldElsewhere             control flow: forward the retry to the owning replica
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
@@ -17,7 +18,7 @@ band ("new implementations SHOULD NOT use codes from this sub-range at all"), re
 -32020..-32099 for codes the specification defines, and asks for new purposes to be allocated
 outside -32768..-32000. The gateway's own conditions are therefore all the standard
 ``-32603 Internal error`` with a machine-readable ``data.reason`` (:data:`BACKEND_UNAVAILABLE`,
-:data:`OVERLOADED`, :data:`HOLD_LOST`) and, where useful, ``data.cause`` (the finer reason the
+:data:`OVERLOADED`, :data:`HOLD_LOST`, :data:`DRAINING`) and, where useful, ``data.cause`` (the finer reason the
 metrics and logs use, e.g. ``timeout``). Clients branch on ``data.reason``; the message is fixed.
 
 HTTP status. The specification fixes 400 for -32700/-32600/-32602/-32020/-32021/-32022
@@ -48,6 +49,8 @@ OVERLOADED: Final = "overloaded"
 """``data.reason``: a capacity bound was reached (holds, backend sessions); retry later."""
 HOLD_LOST: Final = "hold_lost"
 """``data.reason``: the exchange a requestState names is gone; start the call again."""
+DRAINING: Final = "draining"
+"""``data.reason``: this replica is shutting down and takes no new calls; retry (another replica will)."""
 
 _CODE_STATUS: Final[Mapping[int, int]] = MappingProxyType(
     {
@@ -65,6 +68,7 @@ _REASON_STATUS: Final[Mapping[str, int]] = MappingProxyType(
         BACKEND_UNAVAILABLE: 502,
         OVERLOADED: 503,
         HOLD_LOST: 502,
+        DRAINING: 503,
     }
 )
 HTTP_STATUS_FOR_CODE: Final = _CODE_STATUS
@@ -132,6 +136,17 @@ class Overloaded(_Condition):
     def __init__(self, reason: str, retry_after: int) -> None:
         self.retry_after = retry_after
         super().__init__(reason, retryAfter=retry_after)
+
+
+class Draining(Overloaded):
+    """This replica is draining (SIGTERM): a new call is refused so that a live replica takes it;
+    retries of calls held here are still served (:mod:`gateway.drain`)."""
+
+    category = DRAINING
+    message = "This gateway replica is shutting down; retry the call"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("draining", retry_after)
 
 
 class HoldLost(_Condition):

@@ -10,6 +10,7 @@ from aiohttp import web
 from gateway.auth import AuthGates
 from gateway.calls import CallDriver, RouteRuntime
 from gateway.config.load import Settings
+from gateway.drain import Drain
 from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import HoldRegistry
 from gateway.listen import ListenHubs
@@ -39,3 +40,4 @@ PRINCIPAL: web.RequestKey[str | None] = web.RequestKey("principal")
 """The principal :class:`~gateway.auth.AuthGates` identified for this request (``None``: anonymous)."""
 KEYRING = web.AppKey("keyring", KeyRing)
 KEY_WATCHER = web.AppKey("key_watcher", KeyFileWatcher)
+DRAIN = web.AppKey("drain", Drain)

@@ -1,9 +1,16 @@
-"""Operational endpoints: /healthz (process alive), /readyz (routes loaded), /metrics (Prometheus)."""
+"""Operational endpoints: /healthz (process alive), /readyz (routes loaded, not draining), /metrics.
+
+``/metrics`` is prometheus_client's own aiohttp handler: it negotiates the exposition format from
+``Accept`` (OpenMetrics for a Prometheus that asks for it, the text format otherwise) and lets
+aiohttp compress the answer when the scraper accepts gzip, which a large registry needs.
+"""
 
 from __future__ import annotations
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from aiohttp.typedefs import Handler
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway import keys
 
@@ -13,11 +20,16 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    ready = request.app[keys.READY].get("routes", False)
+    """503 until the routes are loaded, and again from the moment a drain begins (SIGTERM), so the
+    load balancer stops sending new calls while held ones finish here."""
+    app = request.app
+    if keys.DRAIN in app and app[keys.DRAIN].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    ready = app[keys.READY].get("routes", False)
     status = 200 if ready else 503
     return web.json_response({"status": "ready" if ready else "starting"}, status=status)
 
 
-async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[keys.METRICS].registry)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+def metrics_handler(registry: CollectorRegistry) -> Handler:
+    """``GET /metrics`` for ``registry``."""
+    return make_aiohttp_handler(registry)

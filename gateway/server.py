@@ -12,7 +12,15 @@ Bounds a client controls before any handler runs (issue 8 item 4):
 
 :func:`listen` binds the socket with :class:`ConnectionLimiter` around the runner's protocol
 factory (public aiohttp API only: ``runner.server`` and ``loop.create_server``); :func:`run` is the
-process's whole life, signals and graceful shutdown included (what ``web.run_app`` does, plus the cap).
+process's whole life, signals, drain and graceful shutdown included (what ``web.run_app`` does,
+plus the cap, the drain and an optional port of its own for ``/metrics``).
+
+Stopping, in order: the first SIGTERM (or SIGINT) begins the drain (:mod:`gateway.drain`): the
+listener stays open, since the retries of held calls must still reach this replica, while /readyz
+says 503 and new calls are refused. When nothing is held or in flight, or after
+``listen.drain_timeout`` (a second signal cuts it short), the listener closes and the runner shuts
+the app down in its documented order (:mod:`gateway.app`), waiting at most :data:`SHUTDOWN_TIMEOUT`
+for requests still running. So the process exits within ``drain_timeout`` + :data:`SHUTDOWN_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from typing import Any, Final
 import structlog
 from aiohttp import web
 
-from gateway import keys
+from gateway import keys, ops
 from gateway.config.model import ListenConfig
 
 log = structlog.get_logger("gateway.server")
@@ -82,8 +90,16 @@ async def listen(
     )
 
 
+class BindFailed(OSError):
+    """A port could not be bound; ``address`` says which (the client port or the metrics port)."""
+
+    def __init__(self, address: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.address = address
+
+
 def run(app: web.Application, host: str, port: int, listen_config: ListenConfig) -> None:
-    """Serve ``app`` until SIGINT or SIGTERM, then shut down in ``app``'s documented order."""
+    """Serve ``app`` until SIGINT or SIGTERM, drain, then shut down in ``app``'s documented order."""
     asyncio.run(_serve(app, host, port, listen_config))
 
 
@@ -92,19 +108,49 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
     # legacy backend with notifications/cancelled (legacy servers ignore disconnects).
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handler_cancellation=True)
     await runner.setup()
+    drain = app[keys.DRAIN]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        drain.begin()  # the first signal drains, a second one cuts the drain short
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
+    metrics_runner: web.AppRunner | None = None
     try:
-        server = await listen(runner, host, port, listen_config.max_connections, _Refusals(app))
+        try:
+            server = await listen(runner, host, port, listen_config.max_connections, _Refusals(app))
+        except OSError as exc:
+            raise BindFailed(f"{host}:{port}", exc) from exc
         log.info("listening", url=f"http://{host}:{port}", max_connections=listen_config.max_connections)
         try:
+            if listen_config.metrics_port is not None:
+                metrics_runner = await serve_metrics(app, host, listen_config.metrics_port)
             await stop.wait()
+            await drain.wait()  # retries of held calls still come in through the open listener
         finally:
-            server.close()  # 1. stop accepting; the rest is the runner's (see gateway.app)
+            server.close()  # stop accepting; the rest is the runner's (see gateway.app)
     finally:
         await runner.cleanup()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
+
+
+async def serve_metrics(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """``GET /metrics`` of ``app``'s registry on a port of its own (``listen.metrics_port``)."""
+    metrics_app = web.Application()
+    metrics_app.router.add_get("/metrics", ops.metrics_handler(app[keys.METRICS].registry))
+    runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise BindFailed(f"{host}:{port}", exc) from exc
+    log.info("metrics_listening", url=f"http://{host}:{port}/metrics")
+    return runner
 
 
 class _Refusals:

@@ -109,17 +109,19 @@ class Backend:
         session = ctx.pooled.session
         try:
             try:
-                return await session.start(method, params, ctx.headers, owner=ctx.exclusive)
+                exchange = await session.start(method, params, ctx.headers, owner=ctx.exclusive)
             except SessionExpired:
                 log.info("backend_session_expired", route=ctx.route.name)
                 await ctx.route.pool.reopen(ctx.pooled, session, ctx.normalized_caps, ctx.headers)
                 try:
-                    return await ctx.pooled.session.start(method, params, ctx.headers, owner=ctx.exclusive)
+                    exchange = await ctx.pooled.session.start(method, params, ctx.headers, owner=ctx.exclusive)
                 except SessionExpired:
                     raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
         except BackendUnavailable as exc:
             self._metrics.backend_errors.labels(ctx.route.name, exc.reason).inc()
             raise
+        exchange.on_answer = self._metrics.backend_request_seconds.labels(ctx.route.name, method).observe
+        return exchange
 
     async def refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
         """Answer a server request the client must not see with an error (never a made-up answer:

@@ -233,6 +233,8 @@ class CallDriver:
             raise
         if ctx.reissue:
             return await self._resume_url(ctx, hold, request, caller, answers, on_notification)
+        if ctx.exchange is not None:
+            ctx.exchange.backend_turn()  # the backend's answer time (metrics) runs from its answers' sending
         try:
             for key, answer in answers.items():
                 pending = hold.pending.pop(key)

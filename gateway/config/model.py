@@ -117,6 +117,26 @@ class ListenConfig(_Strict):
         ),
     )
 
+    # Operations: graceful drain and where /metrics is served.
+    drain_timeout: PositiveSeconds = Field(
+        20,
+        description=(
+            "Seconds a replica told to stop (SIGTERM) keeps serving the retries of calls it holds before it shuts "
+            "down: /readyz turns 503 at once, new interactive calls get a retryable 503 (data.reason 'draining'), "
+            "and the drain ends as soon as nothing is held or in flight. Holds still left then expire as on any "
+            "shutdown. Keep the pod's terminationGracePeriodSeconds above preStop + drain_timeout + 10 s."
+        ),
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "Serve /metrics on this port (on listen.host) instead of the client port, e.g. to keep it off the "
+            "public Service. Default: null, /metrics on listen.port."
+        ),
+    )
+
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, origins: list[str] | None) -> list[str] | None:

@@ -256,6 +256,8 @@ def _wrap_cursor(request: web.Request, route: RouteRuntime, method: str, result:
 async def _serve_modern(
     request: web.Request, route: RouteRuntime, outcome: Accepted, body: bytes, *, forwarded: bool = False
 ) -> web.StreamResponse:
+    if (draining := request.app[keys.DRAIN].refuse(outcome.method, outcome.params)) is not None:
+        return render_error(outcome.id, draining)  # a new call while this replica drains (gateway.drain)
     if outcome.method == "subscriptions/listen":
         return await _serve_listen(request, route, outcome)
     metrics = request.app[keys.METRICS]

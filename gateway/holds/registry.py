@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.errors import HoldLost, Overloaded
 
@@ -63,10 +63,20 @@ class Hold:
     """Absolute deadline of the whole call (monotonic seconds): no retry re-arms the TTL past it."""
     max_rounds: int = 0
     """Most rounds the call may open, every retry's included (0: no limit)."""
+    asked_at: float = field(default_factory=time.monotonic)
+    """When the current round went to the client (monotonic): the hold's age at the retry."""
 
     def next_key(self, prefix_fn: Callable[[str, int], str], method: str) -> str:
         self.counter += 1
         return prefix_fn(method, self.counter)
+
+
+class HoldObserver(Protocol):
+    """Told when a retry resumes a hold and when a hold ends (the metrics' hold age and rounds)."""
+
+    def resumed(self, hold: Hold, waited: float) -> None: ...
+
+    def ended(self, hold: Hold) -> None: ...
 
 
 class RefusedHold(Exception):
@@ -96,6 +106,7 @@ class HoldRegistry:
         retry_after: int,
         on_expire: Callable[[Hold], Coroutine[Any, Any, None]],
         on_change: Callable[[int], None] | None = None,
+        observer: HoldObserver | None = None,
     ) -> None:
         self._holds: dict[str, Hold] = {}
         self._per_principal: Counter[str] = Counter()
@@ -106,10 +117,15 @@ class HoldRegistry:
         self._retry_after = retry_after
         self._on_expire = on_expire
         self._on_change = on_change
+        self._observer = observer
         self._expiring: set[asyncio.Task[None]] = set()
 
     def __len__(self) -> int:
         return len(self._holds)
+
+    def counts_by_route(self) -> Counter[str]:
+        """Held calls per route name."""
+        return Counter(hold.route for hold in self._holds.values())
 
     def _report(self) -> None:
         if self._on_change is not None:
@@ -146,6 +162,8 @@ class HoldRegistry:
         if hold.deadline <= time.monotonic():
             raise RefusedHold("hold_expired")
         hold.busy = True
+        if self._observer is not None:
+            self._observer.resumed(hold, time.monotonic() - hold.asked_at)
         return hold
 
     def put_back(self, hold: Hold, *, next_round: bool, deadline: float) -> None:
@@ -163,6 +181,7 @@ class HoldRegistry:
             raise HoldLimitReached("call_deadline", "The call ran past its deadline for input")
         if next_round:
             hold.round += 1
+            hold.asked_at = time.monotonic()
         hold.deadline = min(deadline, hold.not_after)
         hold.busy = False
 
@@ -182,6 +201,8 @@ class HoldRegistry:
             self._per_principal[key] -= 1
             if self._per_principal[key] <= 0:
                 del self._per_principal[key]
+            if self._observer is not None:
+                self._observer.ended(hold)
             self._report()
 
     def expired(self, now: float | None = None) -> list[Hold]:

@@ -108,6 +108,15 @@ class SessionPool:
     def idle_count(self) -> int:
         return sum(1 for p in self._all() if not p.in_use)
 
+    def counts_by_state(self) -> dict[str, int]:
+        """Sessions by state, for the metrics: ``interactive`` (leased to one interactive call,
+        running or held), ``shared`` (plain calls), ``idle``, ``listen`` (listen streams) and
+        ``opening`` (in their handshake)."""
+        counts = {"idle": 0, "interactive": 0, "shared": 0, "listen": len(self._detached), "opening": self._opening}
+        for pooled in self._all():
+            counts["interactive" if pooled.exclusive else "shared" if pooled.shared else "idle"] += 1
+        return counts
+
     def idle_sessions(self) -> list[PooledSession]:
         return [p for p in self._all() if not p.in_use]
 

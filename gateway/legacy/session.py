@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -74,9 +76,21 @@ class Exchange:
     done: bool = False
     answered: bool = False
     """The final response (or a failure) has been pushed; the reader may stop."""
+    on_answer: Callable[[float], None] | None = None
+    """Told the backend's answer time when the answer is read (:meth:`backend_turn`)."""
+    _turn_since: float | None = field(default_factory=time.monotonic)
+    _answer_time: float | None = None
+
+    def backend_turn(self) -> None:
+        """The gateway just sent the backend what it waited for (the client's answers): time the
+        backend's next answer from now."""
+        self._turn_since, self._answer_time = time.monotonic(), None
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if not self.done and not self.answered:
+            if self._turn_since is not None and isinstance(event, ServerRequest | FinalResponse):
+                # Stamped on arrival, reported when read: the gateway's own delays stay out of it.
+                self._answer_time, self._turn_since = time.monotonic() - self._turn_since, None
             self.queue.put_nowait(event)
             if isinstance(event, FinalResponse | BackendUnavailable):
                 self.answered = True
@@ -105,6 +119,10 @@ class Exchange:
             raise item
         if isinstance(item, FinalResponse):
             self.done = True
+        answer_time = self._answer_time
+        if answer_time is not None and self.on_answer is not None and isinstance(item, ServerRequest | FinalResponse):
+            self.on_answer(answer_time)
+            self._answer_time = None
         return item
 
     def close_nowait(self) -> None:

@@ -11,18 +11,36 @@ from 1.4 KB to 625 MB). So no collector is reachable except through :class:`Boun
   label (``[a-z0-9_.:-]``, at most 64 characters) and at most ``limit`` distinct values are kept
   per label; later ones become ``other``. A code path that ever put a client string in such a
   label would cost at most ``limit`` series, not one per request.
+
+Besides the gateway's own families the registry carries the process (CPU, memory, file
+descriptors), platform (Python version) and garbage-collector collectors, a build-info gauge, and
+two families read at scrape time rather than kept up to date (:class:`LiveState`): held calls per
+route and backend sessions per route and state. Reading them from the hold registry and the
+session pools when Prometheus asks means they cannot drift from the truth, whatever path a hold or
+session took out.
 """
 
 from __future__ import annotations
 
+import platform
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
 from typing import Final, Generic, Protocol, TypeVar
 
 from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 OTHER: Final = "other"
 _LABEL_SHAPE: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
@@ -91,6 +109,101 @@ def _route() -> Capped:
 
 def _method() -> OneOf:
     return OneOf(KNOWN_METHODS)
+
+
+SESSION_STATES: Final[tuple[str, ...]] = ("idle", "interactive", "shared", "listen", "opening")
+"""States of a backend session (:meth:`gateway.legacy.pool.SessionPool.counts_by_state`):
+``interactive`` leased to one interactive call (running or held), ``shared`` serving plain calls,
+``idle`` pooled, ``listen`` serving a ``subscriptions/listen`` stream, ``opening`` in its handshake."""
+
+ROUNDS_BUCKETS: Final = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50)
+HOLD_AGE_BUCKETS: Final = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+LOOP_LAG_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+def gateway_version() -> str:
+    try:
+        return metadata.version("mrtr-gateway")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+class HeldCall(Protocol):
+    """What :class:`HoldMetrics` reads of a hold (:class:`gateway.holds.registry.Hold`)."""
+
+    @property
+    def route(self) -> str: ...
+
+    @property
+    def round(self) -> int: ...
+
+
+class HoldMetrics:
+    """The hold registry's observer: hold age at each retry, and rounds per call when it ends."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def resumed(self, hold: HeldCall, waited: float) -> None:
+        """A retry claimed ``hold`` ``waited`` seconds after its round went to the client."""
+        self._metrics.hold_age.labels(hold.route).observe(max(waited, 0.0))
+
+    def ended(self, hold: HeldCall) -> None:
+        """``hold`` left the registry (answered, expired, failed): its call took ``hold.round`` rounds."""
+        if hold.round > 0:
+            self._metrics.call_rounds.labels(hold.route).observe(hold.round)
+
+
+class LiveState(Collector):
+    """Families read when Prometheus scrapes: held calls per route, backend sessions per state.
+
+    The sources are set once the app has built its hold registry and pools (:meth:`watch`); every
+    configured route is reported, with 0 when it holds nothing, so a rate or a ratio never sees a
+    series vanish. Labels pass through the same bounded policies as the other families."""
+
+    def __init__(self) -> None:
+        self._routes: list[str] = []
+        self._holds: Callable[[], Mapping[str, int]] | None = None
+        self._sessions: Callable[[], Mapping[str, Mapping[str, int]]] | None = None
+        self._route_label = _route()
+        self._state_label = OneOf(SESSION_STATES)
+
+    def watch(
+        self,
+        routes: Iterable[str],
+        *,
+        holds: Callable[[], Mapping[str, int]] | None = None,
+        sessions: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
+    ) -> None:
+        self._routes = list(routes)
+        if holds is not None:
+            self._holds = holds
+        if sessions is not None:
+            self._sessions = sessions
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # nothing to collect before the app starts; never read the sources at registration
+
+    def collect(self) -> Iterable[Metric]:
+        held = GaugeMetricFamily(
+            "mrtr_gateway_holds_by_route", "Legacy calls currently held for client input, by route", labels=["route"]
+        )
+        counts = dict(self._holds()) if self._holds is not None else {}
+        for route in sorted({*self._routes, *counts}):
+            held.add_metric([self._route_label(route)], counts.get(route, 0))
+        yield held
+        sessions = GaugeMetricFamily(
+            "mrtr_gateway_backend_sessions_by_state",
+            "Backend sessions by route and state (idle, interactive, shared, listen, opening)",
+            labels=["route", "state"],
+        )
+        by_route = dict(self._sessions()) if self._sessions is not None else {}
+        for route in sorted({*self._routes, *by_route}):
+            states = by_route.get(route, {})
+            for state in SESSION_STATES:
+                sessions.add_metric([self._route_label(route), self._state_label(state)], states.get(state, 0))
+        yield sessions
 
 
 class Metrics:
@@ -180,6 +293,60 @@ class Metrics:
             ),
             _route(),
         )
+        self.call_rounds = Bounded(
+            Histogram(
+                "mrtr_gateway_call_rounds",
+                "Input rounds a held call took, observed when its hold ends (answered, expired or failed)",
+                ["route"],
+                registry=r,
+                buckets=ROUNDS_BUCKETS,
+            ),
+            _route(),
+        )
+        self.hold_age = Bounded(
+            Histogram(
+                "mrtr_gateway_hold_age_seconds",
+                "Time a held call waited for its client, from sending the round to the retry that resumed it",
+                ["route"],
+                registry=r,
+                buckets=HOLD_AGE_BUCKETS,
+            ),
+            _route(),
+        )
+        self.backend_request_seconds = Bounded(
+            Histogram(
+                "mrtr_gateway_backend_request_seconds",
+                "Time the backend took to answer, from sending it a request (or a client's answers) to its "
+                "response or its next request for input; the client's time is never in it",
+                ["route", "method"],
+                registry=r,
+                buckets=LATENCY_BUCKETS,
+            ),
+            _route(),
+            _method(),
+        )
+        self.loop_lag = Histogram(
+            "mrtr_gateway_event_loop_lag_seconds",
+            "How late the event loop ran a timer: time every request waits behind work that does not yield",
+            registry=r,
+            buckets=LOOP_LAG_BUCKETS,
+        )
+        self.build_info = Gauge(
+            "mrtr_gateway_build_info",
+            "Always 1; the labels say which gateway and Python version run",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(gateway_version()[:32], platform.python_version()[:32]).set(1)
+        self.live = LiveState()
+        r.register(self.live)
+        # The process's CPU, memory, file descriptors and start time; the Python version; GC counts.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+
+    def hold_observer(self) -> HoldMetrics:
+        return HoldMetrics(self)
 
     @classmethod
     def create(cls) -> Metrics:
