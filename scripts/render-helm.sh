@@ -82,7 +82,12 @@ REFUSED = {  # label: (values, a phrase the refusal must contain)
     ),
     "fixed-replica-id": ({**KEYS, "config": {"replica_id": "one", "routes": [ROUTE]}}, "config.replica_id"),
     "short-state-key": ({"stateKeys": {"keys": ["short"]}}, "stateKeys"),
+    "grace-shorter-than-drain": (
+        {**KEYS, "terminationGracePeriodSeconds": 30, "config": {"listen": {"drain_timeout": 30}, "routes": [ROUTE]}},
+        "terminationGracePeriodSeconds (30) must be at least",
+    ),
 }
+SHUTDOWN_SECONDS = 10  # gateway.server.SHUTDOWN_TIMEOUT: the longest the shutdown after a drain takes
 KINDS = {  # label: (kinds the rendering must hold, kinds it must not)
     "defaults": ({"NetworkPolicy", "PodDisruptionBudget"}, {"Secret", "HorizontalPodAutoscaler", "PrometheusRule"}),
     "all-features-values": ({"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule", "ConfigMap"}, {"Secret"}),
@@ -149,6 +154,7 @@ def validate(label: str, docs: list[dict]) -> list[str]:
                 problems.append(f"{name}: Kubernetes {version}: {path}: {exc.message}")
             except kubernetes_validate.SchemaNotFoundError:
                 problems.append(f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}")
+    problems += grace_period(docs)
     for index, rule in enumerate(d for d in docs if d.get("kind") == "PrometheusRule"):
         rules_file = out / f"{label}-rules-{index}.yaml"
         rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
@@ -157,6 +163,33 @@ def validate(label: str, docs: list[dict]) -> list[str]:
             problems.append(f"promtool check rules: {run.stdout}{run.stderr}")
         if label == "all-features-values":  # the rendering tests/helm/alerts.promtool.yaml is written for
             problems += alert_unit_tests(rule["spec"]["groups"])
+    return problems
+
+
+def grace_period(docs: list[dict]) -> list[str]:
+    """The pod's grace period covers the preStop sleep, the drain and the shutdown (else the kubelet
+    kills a pod that is still finishing held calls)."""
+    import math
+
+    configs = [d for d in docs if d["kind"] == "ConfigMap" and "gateway.yaml" in d.get("data", {})]
+    drain = (yaml.safe_load(configs[0]["data"]["gateway.yaml"]).get("listen") or {}).get("drain_timeout", 20)
+    problems = []
+    for deployment in (d for d in docs if d["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = [c for c in pod["containers"] if c["name"] == "gateway"]
+        command = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+        pre_stop = int(command[1]) if command[:1] == ["sleep"] else 0
+        needed = pre_stop + math.ceil(drain) + SHUTDOWN_SECONDS
+        if pod["terminationGracePeriodSeconds"] < needed:
+            problems.append(
+                f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} < preStop {pre_stop} + "
+                f"drain_timeout {drain} + shutdown {SHUTDOWN_SECONDS}"
+            )
+        else:
+            print(
+                f"render-helm: grace period {pod['terminationGracePeriodSeconds']} s >= preStop {pre_stop} + "
+                f"drain_timeout {drain} + shutdown {SHUTDOWN_SECONDS}"
+            )
     return problems
 
 

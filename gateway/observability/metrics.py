@@ -87,19 +87,27 @@ M = TypeVar("M", Counter, Gauge, Histogram)
 
 
 class Bounded(Generic[M]):
-    """A labelled collector whose label values pass through one policy per label."""
+    """A labelled collector whose label values pass through one policy per label.
 
-    def __init__(self, metric: M, *policies: LabelPolicy) -> None:
+    ``defaults`` fill trailing labels a caller leaves out, so a label added to a family does not
+    break callers written before it (they report the default until they pass the value)."""
+
+    def __init__(self, metric: M, *policies: LabelPolicy, defaults: tuple[str, ...] = ()) -> None:
         self._metric: M = metric
         self._policies = policies
+        self._defaults = defaults
 
     def collect(self) -> list[Metric]:
         return list(self._metric.collect())
 
     def labels(self, *values: str) -> M:
-        if len(values) != len(self._policies):
+        absent: int = len(self._policies) - len(values)
+        full: tuple[str, ...] = values
+        if 0 < absent <= len(self._defaults):
+            full = (*values, *self._defaults[len(self._defaults) - absent :])
+        if len(full) != len(self._policies):
             raise ValueError(f"expected {len(self._policies)} label values, got {len(values)}")
-        child: M = self._metric.labels(*(policy(value) for policy, value in zip(self._policies, values, strict=True)))
+        child: M = self._metric.labels(*(policy(value) for policy, value in zip(self._policies, full, strict=True)))
         return child
 
 
@@ -110,6 +118,22 @@ def _route() -> Capped:
 def _method() -> OneOf:
     return OneOf(KNOWN_METHODS)
 
+
+REQUEST_OUTCOMES: Final = frozenset(
+    {
+        "complete",
+        "input_required",
+        "error",
+        "rejected",
+        "forwarded",
+        "legacy_passthrough",
+        "listen",
+        "notification",
+        "client_disconnected",
+    }
+)
+"""The ``outcome`` of ``request_seconds``: how a request ended, coarse (the reason of an error is
+in ``requests_total`` and the log line). Anything else is ``other``."""
 
 SESSION_STATES: Final[tuple[str, ...]] = ("idle", "interactive", "shared", "listen", "opening")
 """States of a backend session (:meth:`gateway.legacy.pool.SessionPool.counts_by_state`):
@@ -225,13 +249,15 @@ class Metrics:
         self.request_seconds = Bounded(
             Histogram(
                 "mrtr_gateway_request_seconds",
-                "Time to answer one client HTTP request",
-                ["route", "method"],
+                "Time to answer one client HTTP request, by route, method and outcome",
+                ["route", "method", "outcome"],
                 registry=r,
-                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+                buckets=LATENCY_BUCKETS,
             ),
             _route(),
             _method(),
+            OneOf(REQUEST_OUTCOMES),
+            defaults=(OTHER,),
         )
         self.rejections = Bounded(
             Counter("mrtr_gateway_rejections", "Requests refused at the front door, by reason", ["reason"], registry=r),

@@ -103,7 +103,10 @@ async def test_backend_latency_is_timed_per_backend_turn_apart_from_request_late
         await client.retry("ask_two", second["requestState"], {k2: accept(color="red")})
         # Three backend turns (ask, ask, answer); the client's think time between them is in none.
         assert sample(metrics, backend, route="demo", method="tools/call") == 4
-        assert sample(metrics, "mrtr_gateway_request_seconds_count", route="demo", method="tools/call") == 4
+        count = sample(
+            metrics, "mrtr_gateway_request_seconds_count", route="demo", method="tools/call", outcome="other"
+        )
+        assert count == 4
 
 
 async def test_backend_sessions_by_state(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
@@ -169,3 +172,13 @@ async def test_metrics_on_a_port_of_their_own(fake_backend: Backend, http: aioht
                 assert resp.status == 404, "the metrics port serves nothing else"
         finally:
             await runner.cleanup()
+
+
+def test_request_latency_has_a_bounded_outcome_and_callers_without_it_still_work() -> None:
+    metrics = Metrics()
+    metrics.request_seconds.labels("demo", "tools/call").observe(0.1)  # written before the label existed
+    metrics.request_seconds.labels("demo", "tools/call", "input_required").observe(0.1)
+    metrics.request_seconds.labels("demo", "tools/call", "x" * 10_000).observe(0.1)  # never a new series
+    count = "mrtr_gateway_request_seconds_count"
+    assert sample(metrics, count, route="demo", method="tools/call", outcome="input_required") == 1
+    assert sample(metrics, count, route="demo", method="tools/call", outcome="other") == 2

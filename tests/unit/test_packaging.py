@@ -363,7 +363,8 @@ def test_default_security_context_is_non_root_and_read_only(values: dict[str, An
 
 DASHBOARD = CHART / "dashboards" / "mrtr-gateway.json"
 PROMETHEUS_RULE = CHART / "templates" / "prometheusrule.yaml"
-METRIC_NAME = re.compile(r"\bmrtr_gateway_[a-z0-9_]+\b")
+METRIC_NAME = re.compile(r"\b(?:mrtr_gateway|process|python)_[a-z0-9_]+\b")
+"""The gateway's own families and those of prometheus_client's process, platform and GC collectors."""
 
 # The families the dashboard must show (one panel at least each), by the metric that carries them.
 DASHBOARD_FAMILIES = {
@@ -376,6 +377,13 @@ DASHBOARD_FAMILIES = {
     "backend errors": "mrtr_gateway_backend_errors_total",
     "forwards and replays": "mrtr_gateway_forwards_total",
     "sessions": "mrtr_gateway_backend_sessions",
+    "holds per route": "mrtr_gateway_holds_by_route",
+    "rounds per call": "mrtr_gateway_call_rounds_bucket",
+    "hold age at resume": "mrtr_gateway_hold_age_seconds_bucket",
+    "backend latency": "mrtr_gateway_backend_request_seconds_bucket",
+    "sessions by state": "mrtr_gateway_backend_sessions_by_state",
+    "event-loop lag": "mrtr_gateway_event_loop_lag_seconds_bucket",
+    "build info": "mrtr_gateway_build_info",
 }
 ALERTS = {
     "MrtrGatewayBackendUnavailable": "mrtr_gateway_backend_errors_total",
@@ -383,6 +391,7 @@ ALERTS = {
     "MrtrGatewayHoldsNearCapacity": "mrtr_gateway_holds",
     "MrtrGatewayHoldExpirations": "mrtr_gateway_hold_expirations_total",
     "MrtrGatewayReplicasUnreachable": "mrtr_gateway_forwards_total",
+    "MrtrGatewayEventLoopLag": "mrtr_gateway_event_loop_lag_seconds_bucket",
 }
 
 
@@ -428,7 +437,7 @@ def test_every_dashboard_query_names_an_existing_metric() -> None:
     exported = exported_series()
     for where, query in dashboard_queries():
         names = METRIC_NAME.findall(query)
-        assert names, f"{where}: names no gateway metric: {query}"
+        assert names, f"{where}: names no metric of the gateway: {query}"
         assert set(names) <= exported, f"{where}: unknown metric {set(names) - exported}"
 
 

@@ -107,6 +107,35 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $port }}
 {{- end }}
 
+{{/* The port /metrics has to itself (config.listen.metrics_port); empty when it shares the client port. */}}
+{{- define "mrtr-gateway.metricsPort" -}}
+{{- with (dig "listen" "metrics_port" nil .Values.config) }}{{ int . }}{{ end }}
+{{- end }}
+
+{{/* The named container port /metrics is scraped on. */}}
+{{- define "mrtr-gateway.metricsPortName" -}}
+{{- if include "mrtr-gateway.metricsPort" . }}metrics{{ else }}http{{ end }}
+{{- end }}
+
+{{/*
+Seconds Kubernetes lets a pod stop: the preStop sleep, then the gateway's drain after SIGTERM
+(config.listen.drain_timeout, default 20 s), then its shutdown (at most 10 s). Computed when
+terminationGracePeriodSeconds is null; a set value shorter than that fails the install, since the
+kubelet would kill the pod while it still finishes held calls.
+*/}}
+{{- define "mrtr-gateway.terminationGracePeriodSeconds" -}}
+{{- $drain := dig "listen" "drain_timeout" 20 .Values.config | float64 | ceil | int }}
+{{- $floor := add (int .Values.preStopSleepSeconds) $drain 10 }}
+{{- $set := .Values.terminationGracePeriodSeconds }}
+{{- if kindIs "invalid" $set }}
+{{- $floor }}
+{{- else if lt (int $set) (int $floor) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds (%d) + config.listen.drain_timeout (%d) + 10 s of shutdown = %d, or pods are killed while they still finish held calls; leave it null to have it computed" (int $set) (int .Values.preStopSleepSeconds) $drain (int $floor)) }}
+{{- else }}
+{{- int $set }}
+{{- end }}
+{{- end }}
+
 {{/*
 The gateway's YAML configuration (the ConfigMap's gateway.yaml). Secrets and per-pod identity
 never go into it: the sealing keys come from the Secret through MRTR_GATEWAY_STATE_KEYS, and
