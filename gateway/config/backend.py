@@ -1,0 +1,193 @@
+"""The backend sections of a route: the legacy server behind it, its bounds, hold policy, cache hints."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from gateway.config.checks import PositiveSeconds, Strict, check_http_url
+
+
+class CacheHints(Strict):
+    """Caching hints the gateway adds to cacheable 2026-07-28 results (legacy servers have none)."""
+
+    ttl_ms: int = Field(0, ge=0, description="ttlMs put on cacheable results. 0 = do not reuse.")
+    scope: Literal["public", "private"] = Field(
+        "private", description="cacheScope put on cacheable results. 'private' is the safe default."
+    )
+
+
+class BackendLimitsConfig(Strict):
+    """Bounds on what one backend may send; past one, the call fails with a backend error
+    (``backend_flood`` or ``malformed_response``) and the session is closed."""
+
+    max_message_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest backend message: one SSE event (with any comments before it), one JSON response "
+        "body, one stdio line.",
+    )
+    max_round_requests: int = Field(
+        64, ge=1, description="Most server requests (elicitation, sampling, roots) gathered into one input round."
+    )
+    max_round_messages: int = Field(
+        1024, ge=1, description="Most backend messages (requests and notifications) received while a round gathers."
+    )
+    max_round_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Most bytes of backend messages received while a round gathers."
+    )
+    max_queued_messages: int = Field(
+        1024, ge=1, description="Most unread backend messages kept for one call (e.g. while it is held)."
+    )
+    max_queued_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Most bytes of unread backend messages kept for one call."
+    )
+    stream_idle_timeout: PositiveSeconds = Field(
+        300,
+        description="Seconds the standalone GET stream of a streamable-HTTP session may stay silent (not even a "
+        "comment) before it is reopened.",
+    )
+    stream_reconnects: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Consecutive reopenings of the GET stream that deliver no message before it is given up "
+        "(jittered, doubling backoff between them, up to 5 s).",
+    )
+
+
+class BackendConfig(Strict):
+    """The legacy MCP server behind a route."""
+
+    # transport comes first: the checks of url, command, env, cwd and headers depend on it, and
+    # pydantic validates fields in declaration order (info.data holds the fields validated so far).
+    transport: Literal["streamable-http", "sse", "stdio"] = Field(
+        "streamable-http",
+        description="Legacy transport: 'streamable-http' (2025-03-26 and later), 'sse' (the 2024-11-05 HTTP+SSE "
+        "transport; url is then the SSE stream's URL) or 'stdio' (the gateway runs `command`, one child process "
+        "per backend session, and speaks newline-delimited JSON-RPC on its stdin/stdout).",
+    )
+    url: str | None = Field(
+        None,
+        validate_default=True,
+        description="The legacy server's MCP endpoint (streamable-http) or SSE URL (sse). Required for those "
+        "transports; not allowed for stdio.",
+    )
+    command: list[str] | None = Field(
+        None,
+        validate_default=True,
+        min_length=1,
+        description='stdio only, and required there: the server\'s argv, e.g. ["python", "server.py"]. The '
+        "program is looked up on PATH; no shell is involved.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="stdio only: environment variables of the server process, added to a minimal environment "
+        "inherited from the gateway (PATH, HOME, LANG).",
+    )
+    cwd: str | None = Field(
+        None, description="stdio only: working directory of the server process. Default: the gateway's."
+    )
+    timeout: PositiveSeconds = Field(
+        30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
+    )
+    connect_timeout: PositiveSeconds = Field(
+        5, description="Seconds to establish a TCP connection (stdio: to start the server process)."
+    )
+    protocol_version: Literal["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] | None = Field(
+        None, description="Pin the handshake revision offered to the backend. Default: the newest."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra headers sent on every backend request (e.g. an API key). Not allowed for stdio.",
+    )
+    forward_authorization: bool = Field(
+        True, description="Forward the client's Authorization header to the backend (no effect for stdio)."
+    )
+    max_sessions: int = Field(
+        256, ge=1, description="Upper bound on open backend sessions for this route (stdio: server processes)."
+    )
+    session_idle: PositiveSeconds = Field(
+        300,
+        description="Seconds an unused backend session is kept before it is closed (DELETE; stdio: the process "
+        "is stopped).",
+    )
+    limits: BackendLimitsConfig = Field(default_factory=BackendLimitsConfig)
+
+    @field_validator("url")
+    @classmethod
+    def _url_for_transport(cls, url: str | None, info: ValidationInfo) -> str | None:
+        transport = info.data.get("transport")  # absent when transport itself is invalid
+        if url is None:
+            if transport in ("streamable-http", "sse"):
+                raise ValueError(f"required when transport is {transport}")
+            return url
+        if transport == "stdio":
+            raise ValueError("not allowed when transport is stdio (the server is run from `command`)")
+        return check_http_url(url)
+
+    @field_validator("command")
+    @classmethod
+    def _command_for_transport(cls, command: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        transport = info.data.get("transport")
+        if command is None:
+            if transport == "stdio":
+                raise ValueError("required when transport is stdio (the server's argv)")
+            return command
+        if transport is not None and transport != "stdio":
+            raise ValueError("only allowed when transport is stdio")
+        if not command[0].strip():
+            raise ValueError("the first item (the program to run) must not be empty")
+        return command
+
+    @field_validator("env", "cwd")
+    @classmethod
+    def _stdio_only(cls, value: dict[str, str] | str | None, info: ValidationInfo) -> dict[str, str] | str | None:
+        transport = info.data.get("transport")
+        if value and transport is not None and transport != "stdio":
+            raise ValueError("only allowed when transport is stdio")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _http_only(cls, headers: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if headers and info.data.get("transport") == "stdio":
+            raise ValueError("not allowed when transport is stdio (there is no HTTP request to carry them)")
+        return headers
+
+
+class HoldPolicy(Strict):
+    """How long a legacy exchange waiting for client input is kept."""
+
+    ttl: PositiveSeconds = Field(300, description="Seconds a held exchange waits for the client's retry.")
+    max_rounds: int = Field(
+        10,
+        ge=1,
+        le=100,
+        description="Most input rounds one call may take. Every retry that is answered with another round "
+        "counts, including a retry that answers nothing.",
+    )
+    max_duration: PositiveSeconds = Field(
+        1800,
+        description="Absolute limit, in seconds from its first round, on how long one call may be held. Each retry "
+        "re-arms the hold's ttl, but never past this; a replayed call keeps the original call's limit.",
+    )
+    batch_window: float = Field(
+        0.01,
+        ge=0,
+        le=5,
+        description=(
+            "Seconds the backend may stay quiet after a server request before the round is sent, so requests "
+            "it sends together share one round. Each round costs this much latency; raise it for backends whose "
+            "requests arrive spread out (the round is still correct if one comes late: it becomes the next round)."
+        ),
+    )
+    on_lost: Literal["error", "replay"] = Field(
+        "error",
+        description=(
+            "When a retry's hold is gone (its replica died): 'error' answers the hold_lost error and the client "
+            "starts over; 'replay' re-runs the call on a fresh backend session and answers the server's requests "
+            "from the answers sealed in the requestState. Only for routes whose tools are safe to run again."
+        ),
+    )

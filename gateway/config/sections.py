@@ -1,0 +1,213 @@
+"""Gateway-wide sections: where it listens, its state keys, its global limits, logging, replicas."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gateway.config.checks import (
+    PositiveSeconds,
+    Strict,
+    check_host,
+    check_http_url,
+    check_state_keys,
+    looks_like_origin,
+)
+
+
+class ListenConfig(Strict):
+    """Where the gateway accepts client traffic."""
+
+    host: str = Field("0.0.0.0", description="Interface to bind. Use 127.0.0.1 for local-only.")  # noqa: S104
+    port: int = Field(8080, ge=0, le=65535, description="TCP port (0 picks a free one).")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest request body accepted; larger bodies get HTTP 413."
+    )
+    body_timeout: PositiveSeconds = Field(
+        30,
+        description="Seconds a client may take to send a request body; a slower or stalled one gets HTTP 408 and "
+        "its connection is closed.",
+    )
+    allowed_origins: list[str] | None = Field(
+        None,
+        description=(
+            "Browser origins allowed to call the gateway besides loopback ones, e.g. https://app.example.com, "
+            "or '*' for any. A request with any other Origin header gets HTTP 403 on every route endpoint "
+            "(DNS-rebinding protection). Loopback origins (localhost, 127.0.0.0/8, [::1]) are always allowed; "
+            "an origin that merely equals the Host header is not. Default: null, loopback origins only. "
+            "Requests without an Origin header (non-browser clients) are never refused by this."
+        ),
+    )
+
+    max_header_bytes: int = Field(
+        8190,
+        ge=1024,
+        le=65536,
+        description=(
+            "Longest request line and header field accepted, in bytes; a longer one gets HTTP 400 before the "
+            "request reaches a handler."
+        ),
+    )
+    max_headers: int = Field(
+        100, ge=16, le=1000, description="Most header lines one request may carry; more get HTTP 400."
+    )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description=(
+            "Most client connections open at once; past it a new connection gets one HTTP 503 and is closed. "
+            "Keep it below the process's open-file limit minus the backend connections."
+        ),
+    )
+
+    # Operations: graceful drain and where /metrics is served.
+    drain_timeout: PositiveSeconds = Field(
+        20,
+        description=(
+            "Seconds a replica told to stop (SIGTERM) keeps serving the retries of calls it holds before it shuts "
+            "down: /readyz turns 503 at once, new interactive calls get a retryable 503 (data.reason 'draining'), "
+            "and the drain ends as soon as nothing is held or in flight. Holds still left then expire as on any "
+            "shutdown. Keep the pod's terminationGracePeriodSeconds above preStop + drain_timeout + 10 s."
+        ),
+    )
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "Serve /metrics on this port (on listen.host) instead of the client port, e.g. to keep it off the "
+            "public Service. Default: null, /metrics on listen.port."
+        ),
+    )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, origins: list[str] | None) -> list[str] | None:
+        for origin in origins or []:
+            if origin not in ("*", "null") and not looks_like_origin(origin):
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port], no path), nor '*'")
+        return origins
+
+    @field_validator("host")
+    @classmethod
+    def _bindable(cls, host: str) -> str:
+        return check_host(host)
+
+
+class StateConfig(Strict):
+    """Sealing keys for requestState (AES-256-GCM via HKDF)."""
+
+    keys: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Secrets, each at least 32 bytes. The first seals, every one unseals. To rotate: add the new key "
+            "at the end of every replica's list first, then move it to the front, then drop the old one after "
+            "the hold TTL, so that no replica ever meets a token sealed with a key it does not know. "
+            "Overridden by the MRTR_GATEWAY_STATE_KEYS environment variable (comma-separated). Not together "
+            "with keys_file. Generate one with `mrtr-gateway gen-key`."
+        ),
+    )
+    keys_file: str | None = Field(
+        None,
+        description=(
+            "Read the keys from this path instead of `keys` (e.g. a mounted Kubernetes Secret): a file holding "
+            "the list (comma- or newline-separated, the first seals), or a directory holding one key per file, "
+            "taken in file-name order (hidden files such as Kubernetes' ..data are skipped). Re-read on SIGHUP "
+            "and every reload_interval seconds; a changed list replaces the ring without dropping held calls, "
+            "and a list that does not validate is logged and ignored. MRTR_GATEWAY_STATE_KEYS overrides it."
+        ),
+    )
+    reload_interval: float = Field(
+        10,
+        ge=0,
+        le=3600,
+        description="Seconds between checks of keys_file for a changed list (0: only on SIGHUP).",
+    )
+    ttl: PositiveSeconds = Field(
+        600, description="Upper bound on a requestState's lifetime in seconds (a hold's TTL caps it further)."
+    )
+
+    @field_validator("keys")
+    @classmethod
+    def _long_enough(cls, keys: list[str]) -> list[str]:
+        check_state_keys(keys)
+        return keys
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StateConfig:
+        if self.keys and self.keys_file:
+            raise ValueError("set keys or keys_file, not both")
+        return self
+
+
+class LimitsConfig(Strict):
+    """Global bounds that keep memory flat under abuse."""
+
+    max_holds: int = Field(10_000, ge=1, description="Most held exchanges across all routes.")
+    max_holds_per_principal: int = Field(100, ge=1, description="Most held exchanges per principal.")
+    max_holds_anonymous: int = Field(
+        100,
+        ge=1,
+        description="Most held exchanges of all callers without a principal together (no Authorization on a route "
+        "without auth): anonymous callers share this one budget.",
+    )
+    retry_after: int = Field(5, ge=1, description="Retry-After seconds sent with HTTP 503 when a bound is hit.")
+    max_listen_streams: int = Field(
+        1000, ge=1, description="Most subscriptions/listen streams open at once, across all routes."
+    )
+    max_listen_streams_per_principal: int = Field(
+        16, ge=1, description="Most subscriptions/listen streams one client credential may hold open at once."
+    )
+    tool_schema_cache_entries: int = Field(
+        1000,
+        ge=1,
+        description="Per route, most cached tool lists (one per distinct client credential, kept 60 s) used to "
+        "check Mcp-Param-* headers; the least recently used is dropped first.",
+    )
+    replay_memory: int = Field(
+        100_000,
+        ge=1,
+        description="Most replayed calls one replica remembers (about 100 bytes each) so that a replay token runs "
+        "once. Entries leave when no token of their call can still be valid; when every entry is still live, "
+        "further replays get HTTP 503 rather than risk running a call twice.",
+    )
+
+
+class LoggingConfig(Strict):
+    """Structured logs, written to stderr."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="Lowest level written.")
+    json_logs: bool | None = Field(None, alias="json", description="JSON lines (default: when not a TTY).")
+
+
+class ReplicasConfig(Strict):
+    """How replicas reach each other: a retry that lands on a replica that does not hold its call is
+    forwarded to the one that does (its address is sealed into the requestState)."""
+
+    advertise_url: str | None = Field(
+        None,
+        description=(
+            "Base URL other replicas use to reach this one, e.g. http://10.1.2.3:8080 (in Kubernetes: the pod "
+            "IP). Overridden by MRTR_GATEWAY_ADVERTISE_URL. Unset: retries that land on another replica fail "
+            "with the hold_lost error (fine for a single replica)."
+        ),
+    )
+    forward_timeout: PositiveSeconds = Field(
+        5,
+        description="Seconds to connect to the owning replica before the retry fails with the hold_lost error. "
+        "Once connected, the owner may stay silent for at most the route's backend.timeout.",
+    )
+    ca_file: str | None = Field(
+        None,
+        description="PEM file of the certificate authorities that sign the replicas' certificates, for an https "
+        "advertise_url whose certificates a private CA issues. Default: the system's trust store. The hop must run "
+        "on a private network or over TLS.",
+    )
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            check_http_url(url, base_only=True)
+        return url.rstrip("/") if url else url
