@@ -1,17 +1,32 @@
 """Errors the gateway answers with, and the one JSON-RPC error → HTTP status table.
 
-Tree::
+Tree (every exception the gateway raises for a client to hear about; status from the one table)::
 
     GatewayError                      a JSON-RPC error the client receives (code, message, data)
-    ├── BackendUnavailable            -32603  data.reason "backend_unavailable"  HTTP 502
-    ├── Overloaded                    -32603  data.reason "overloaded"           HTTP 503 + Retry-After
-    │   └── Draining                  -32603  data.reason "draining"             HTTP 503 + Retry-After
-    ├── HoldLost                      -32603  data.reason "hold_lost"            HTTP 502
-    │   └── HoldElsewhere             control flow: forward the retry to the owning replica
+    ├── _Condition                    -32603 + data.reason/data.cause: the gateway's own conditions
+    │   ├── BackendUnavailable        data.reason "backend_unavailable"  HTTP 502
+    │   ├── Overloaded                data.reason "overloaded"           HTTP 503 + Retry-After
+    │   │   └── Draining              data.reason "draining"             HTTP 503 + Retry-After
+    │   └── HoldLost                  data.reason "hold_lost"            HTTP 502
+    │       └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
-    ├── InvalidRequestState           -32602  requestState failed to unseal or bind (fixed message)
-    ├── InvalidParams                 -32602
-    └── MissingCapability             -32021  data.requiredCapabilities
+    │                                 (-32602 400, -32601 404, -32603 200: the backend did answer)
+    ├── InvalidRequestState           -32602  HTTP 400  requestState failed to unseal or bind (fixed message)
+    ├── InvalidParams                 -32602  HTTP 400
+    └── MissingCapability             -32021  HTTP 400  data.requiredCapabilities
+
+    Rejection (gateway.frontdoor.classify)   a value, not an exception: decided before any I/O; its
+                                              status comes from the same table, and only the code-less
+                                              HTTP refusals (405, 406, 408, 413, 415) carry their own.
+
+Internal signals that never reach a client as themselves, and what they become::
+
+    StateError (state.codec), RefusedHold (holds.registry)   → InvalidRequestState (state.boundary)
+    MalformedInputResponse (translate.inputs), InvalidCursor  → InvalidParams
+    MemoryFull (bounded)                                       → Overloaded
+    SessionExpired (legacy.session)                            → one re-initialization, else BackendUnavailable
+    Refused (auth.verify)                                      → HTTP 401/403 from the route's auth gate
+    BodyTooLarge, BodyTimeout (frontdoor.body)                 → HTTP 413, 408
 
 Codes. The 2026-07-28 revision (basic/index.mdx §Error Codes) closes -32000..-32019 as a legacy
 band ("new implementations SHOULD NOT use codes from this sub-range at all"), reserves
@@ -32,7 +47,7 @@ is the one place that decides; every path (modern requests, old-client passthrou
 retries) renders through it, so one condition has one code and one status everywhere.
 
 Client-side validation failures are :class:`gateway.frontdoor.classify.Rejection` values, not
-exceptions: they are decided before any I/O.
+exceptions: they are decided before any I/O, and their status comes from :func:`http_status_for` too.
 """
 
 from __future__ import annotations
@@ -157,16 +172,13 @@ class HoldLost(_Condition):
         super().__init__(reason)
 
 
-class HoldElsewhere(HoldLost):
-    """The hold lives in another replica that can be reached at ``owner_url``: forward the retry.
+class HoldLimitReached(HoldLost):
+    """A call used up its rounds or its absolute deadline; its hold was ended like an expired one,
+    so to the client it is a lost hold (start the call again) with its own ``data.cause``."""
 
-    Control flow between the driver and the front door; rendered as :class:`HoldLost` only if the
-    request cannot be forwarded."""
-
-    def __init__(self, owner_url: str, claims: Any = None) -> None:
-        super().__init__("owner_elsewhere")
-        self.owner_url = owner_url
-        self.claims = claims
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(cause)
+        self.message = message
 
 
 class InvalidRequestState(GatewayError):

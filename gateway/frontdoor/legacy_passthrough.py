@@ -8,7 +8,8 @@ client inline on the POST's stream or the GET stream, and its answers go back th
 
 Session ids. The client gets its own backend session, but never the backend's id: on
 ``initialize`` the gateway seals the backend id (with a digest of the client's credential) into
-the id it returns (:class:`PassthroughSessions`), and opens it on every later request. Nothing is
+the id it returns (:class:`~gateway.state.legacy_ids.LegacySessionIds`), and opens it on every later
+request. Nothing is
 stored, so any replica serves any legacy session. An id that does not open, or opens for another
 route or credential, answers 404, which is what a legacy server says for an expired session, so
 the client re-initializes; the backend's own 404 (its session expired) reaches the client the same
@@ -19,7 +20,8 @@ gets (:class:`gateway.errors.BackendUnavailable`: HTTP 502, -32603 "Backend unav
 ``data.reason`` ``backend_unavailable`` and ``data.cause`` such as ``connect_failed``). Connecting
 is bounded by the route's ``connect_timeout`` and the answer's headers by its ``timeout``; a body,
 once it flows, has no deadline (an SSE stream may idle for minutes while a user thinks), but a
-client that went away ends it.
+client that went away ends it. The answer is streamed by the gateway's one relay
+(:mod:`gateway.relay`).
 
 Not covered: routes whose backend speaks the 2024-11-05 HTTP+SSE transport (``transport: sse``)
 or stdio (``transport: stdio``). Neither wire (one GET stream announcing a POST endpoint, every
@@ -30,123 +32,34 @@ HTTP, so the front door refuses handshake-era clients there with -32022.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
-import os
-import re
-import time
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 import structlog
 from aiohttp import web
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from mcp_types.jsonrpc import INVALID_REQUEST
+from mcp_types.jsonrpc import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from multidict import CIMultiDict
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from gateway import keys
-from gateway.calls import RouteRuntime
-from gateway.errors import BackendUnavailable
-from gateway.legacy.base import backend_errors
-from gateway.legacy.pool import credential_digest
+from gateway import envelopes
+from gateway.errors import BackendUnavailable, http_status_for
+from gateway.frontdoor.classify import LegacyHandshake
+from gateway.frontdoor.door import FrontDoor, Inbound
+from gateway.frontdoor.responses import error_response, json_response
+from gateway.legacy.wire import backend_errors
+from gateway.observability.requests import record_of
+from gateway.relay import end_to_end, relay
 
 log = structlog.get_logger("gateway.frontdoor")
 
 SESSION_HEADER: Final = "Mcp-Session-Id"
-_SESSION_INFO: Final = b"mrtr-gateway/legacy-session/v1/aes-256-gcm"
-_B64URL: Final = re.compile(r"[A-Za-z0-9_-]+")
-DISCONNECT_POLL: Final = 1.0
-"""Seconds between checks that the client is still there while a backend stream is silent."""
-
 _FORWARDED: Final = ("Content-Type", "Accept", "MCP-Protocol-Version", "Last-Event-ID")
-_NOT_RETURNED: Final = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "content-encoding",  # the client session decompresses
-        "date",
-        "server",
-        "mcp-session-id",
-    }
-)
 _KNOWN_METHODS: Final = frozenset(method for method, _ in (*CLIENT_REQUESTS, *CLIENT_NOTIFICATIONS))
+_TRANSPORT_NAMES: Final = {"sse": "2024-11-05 HTTP+SSE", "stdio": "stdio"}
 
 
-class PassthroughSessions:
-    """Gateway session ids for old clients: sealed references to backend sessions.
-
-    An id is ``s1.`` + base64url(nonce ‖ AES-256-GCM(backend session id, credential digest)), with
-    the route name in the associated data and a key derived from each state key (its own HKDF
-    label; the first key seals, every key opens). Nothing is stored: any replica serves any
-    session, nothing expires here (the backend's own 404 ends a session and the client
-    re-initializes), and an id only works on its route, for the credential that opened it.
-    """
-
-    PREFIX: Final = "s1."
-    MAX_LENGTH: Final = 2048
-
-    def __init__(self, secrets: Sequence[bytes]) -> None:
-        self._aeads: list[AESGCM] = []
-        self.rekey(secrets)
-        self.closing = False
-        """Set on shutdown: open streams end at their next quiet moment (the client resumes elsewhere)."""
-
-    def rekey(self, secrets: Sequence[bytes]) -> None:
-        """Seal with the first of ``secrets`` from now on, open with any of them (key reload)."""
-        if not secrets:
-            raise ValueError("at least one key is needed to seal legacy session ids")
-        self._aeads = [
-            AESGCM(HKDF(algorithm=SHA256(), length=32, salt=None, info=_SESSION_INFO).derive(s)) for s in secrets
-        ]
-
-    def open(self, route: str, backend_id: str, credential: str | None) -> str:
-        nonce = os.urandom(12)
-        plain = json.dumps({"b": backend_id, "p": credential_digest(credential)}, separators=(",", ":")).encode()
-        sealed = self._aeads[0].encrypt(nonce, plain, b"s1|" + route.encode())
-        return self.PREFIX + base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode()
-
-    def backend_id(self, gateway_id: str, route: str, credential: str | None) -> str | None:
-        """The backend session behind ``gateway_id`` for this route and credential, or None."""
-        if not gateway_id.startswith(self.PREFIX) or len(gateway_id) > self.MAX_LENGTH:
-            return None
-        blob = gateway_id[len(self.PREFIX) :]
-        # A length of 1 mod 4 is no base64 at all (binascii.Error): a client's typo, not a 500.
-        if not _B64URL.fullmatch(blob) or len(blob) % 4 == 1:
-            return None
-        try:
-            raw = base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4))
-        except (binascii.Error, ValueError):
-            return None
-        if len(raw) < 12 + 16:
-            return None
-        for aead in self._aeads:
-            try:
-                plain = aead.decrypt(raw[:12], raw[12:], b"s1|" + route.encode())
-            except InvalidTag:
-                continue
-            claims = json.loads(plain)
-            if not isinstance(claims, dict) or claims.get("p") != credential_digest(credential):
-                return None
-            backend_id = claims.get("b")
-            return backend_id if isinstance(backend_id, str) else None
-        return None
-
-
-def claims(request: web.Request, route: RouteRuntime) -> bool:
+def claims(door: FrontDoor, inbound: Inbound) -> bool:
     """Whether a request carrying a session id belongs to the passthrough, before classification.
 
     2026-07-28 clients never send ``Mcp-Session-Id``. A known gateway id is unambiguous; GET and
@@ -155,52 +68,66 @@ def claims(request: web.Request, route: RouteRuntime) -> bool:
     session is gone. A POST with an unknown id and a modern version header goes to the modern
     path, which ignores the header as the spec says.
     """
+    request = inbound.request
     gateway_id = request.headers.get(SESSION_HEADER)
-    if gateway_id is None or route.config.backend.transport != "streamable-http":
+    if gateway_id is None or inbound.route.config.backend.transport != "streamable-http":
         return False
-    known = request.app[keys.PASSTHROUGH].backend_id(gateway_id, route.name, request.headers.get("Authorization"))
+    known = door.legacy_ids.backend_id(gateway_id, inbound.route.name, request.headers.get("Authorization"))
     if request.method != "POST" or known is not None:
         return True
     version = request.headers.get("MCP-Protocol-Version")
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
-async def serve(request: web.Request, route: RouteRuntime, body: bytes | None) -> web.StreamResponse:
-    """:func:`forward`, plus the canonical request log line the front door would have written."""
-    started = time.perf_counter()
-    label = _peek(request.method, body)[0]
-    response = await forward(request, route, body)
-    elapsed = time.perf_counter() - started
-    request.app[keys.METRICS].request_seconds.labels(route.name, label).observe(elapsed)
-    log.info(
-        "request",
-        route=route.name,
-        rpc_method=label,
-        era="legacy",
-        status=response.status,
-        duration_ms=round(elapsed * 1000, 2),
+async def handshake(door: FrontDoor, inbound: Inbound, outcome: LegacyHandshake) -> web.StreamResponse:
+    """A handshake-era message the classifier found: passed through on a streamable-HTTP route;
+    elsewhere refused with -32022, since neither the 2024-11-05 HTTP+SSE wire nor a stdio process
+    can be passed through exchange by exchange."""
+    route = inbound.route
+    transport = route.config.backend.transport
+    if transport == "streamable-http":
+        return await forward(door, inbound, with_body=True)
+    door.metrics.rejections.labels("handshake_era").inc()
+    message = outcome.message
+    record = record_of(inbound.request)
+    record.era, record.outcome, record.reason = "legacy", "rejected", "handshake_era"
+    if "id" not in message:
+        return web.Response(status=202)
+    requested = inbound.request.headers.get("MCP-Protocol-Version")
+    params = message.get("params")
+    if requested is None and isinstance(params, dict):
+        requested = params.get("protocolVersion")
+    error = envelopes.error_object(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version: this route's backend uses the {_TRANSPORT_NAMES[transport]} "
+        "transport, which handshake-era clients cannot be passed through to; use 2026-07-28",
+        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
     )
-    return response
+    record.error_code = UNSUPPORTED_PROTOCOL_VERSION
+    return json_response(envelopes.error(message.get("id"), error), http_status_for(UNSUPPORTED_PROTOCOL_VERSION))
 
 
-async def forward(request: web.Request, route: RouteRuntime, body: bytes | None) -> web.StreamResponse:
+async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.StreamResponse:
     """Forward one handshake-era exchange to the route's backend and stream the answer back."""
-    app = request.app
+    request, route = inbound.request, inbound.route
     backend = route.config.backend
     assert backend.url is not None  # only streamable-http routes are passed through
-    sessions = app[keys.PASSTHROUGH]
+    body = inbound.body if with_body else None
     label, request_id, is_initialize = _peek(request.method, body)
-    app[keys.METRICS].requests.labels(route.name, label, "legacy_passthrough").inc()
-    if body is not None and len(body) > app[keys.SETTINGS].config.listen.max_body_bytes:
-        return web.Response(status=413)
+    record = record_of(request)
+    record.call(route.name, label)
+    record.era, record.outcome = "legacy", "legacy_passthrough"
+    door.metrics.requests.labels(route.name, label, "legacy_passthrough").inc()
 
     gateway_id = None if is_initialize else request.headers.get(SESSION_HEADER)
     backend_id = None
     credential = request.headers.get("Authorization")
     if gateway_id is not None:
-        backend_id = sessions.backend_id(gateway_id, route.name, credential)
+        backend_id = door.legacy_ids.backend_id(gateway_id, route.name, credential)
         if backend_id is None:
-            return _error(404, request_id, INVALID_REQUEST, "Session not found")
+            record.failed(INVALID_REQUEST, "session_not_found")
+            error = envelopes.error_object(INVALID_REQUEST, "Session not found")
+            return json_response(envelopes.error(request_id, error), 404)
 
     headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
     if body is None:
@@ -214,66 +141,37 @@ async def forward(request: web.Request, route: RouteRuntime, body: bytes | None)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=backend.connect_timeout, sock_read=None)
     try:
         async with asyncio.timeout(backend.timeout):
-            upstream = await app[keys.HTTP_CLIENT].request(
+            upstream = await door.http().request(
                 request.method, backend.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             )
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         failure = _unavailable(exc)
-        app[keys.METRICS].backend_errors.labels(route.name, failure.reason).inc()
-        log.warning(
-            "legacy_passthrough_failed",
-            route=route.name,
-            reason=failure.reason,
-            detail=failure.detail,
-            rpc_method=label,
-        )
-        return _error(failure.http_status, request_id, failure.code, failure.message, failure.data)
+        door.metrics.backend_errors.labels(route.name, failure.reason).inc()
+        log.warning("legacy_passthrough_failed", route=route.name, reason=failure.reason, detail=failure.detail)
+        record.failed(failure.code, failure.reason)
+        return error_response(request_id, failure)
 
     if _lost_newcomer(request, gateway_id, is_initialize, label, upstream.status):
         upstream.release()
-        return _error(400, request_id, INVALID_REQUEST, MISSING_VERSION_MESSAGE)
+        record.failed(INVALID_REQUEST, "missing_version_header")
+        error = envelopes.error_object(INVALID_REQUEST, MISSING_VERSION_MESSAGE)
+        return json_response(envelopes.error(request_id, error), http_status_for(INVALID_REQUEST))
     try:
-        out = CIMultiDict((k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED)
+        record.backend_status = upstream.status
+        out = end_to_end(upstream.headers, also_dropped=(SESSION_HEADER,))
         returned_id = upstream.headers.get(SESSION_HEADER)
         if gateway_id is not None:
             if returned_id is not None:
                 out[SESSION_HEADER] = gateway_id
         elif is_initialize and returned_id and upstream.status == 200:
-            out[SESSION_HEADER] = sessions.open(route.name, returned_id, credential)
-        return await _relay(request, upstream, out)
+            out[SESSION_HEADER] = door.legacy_ids.open(route.name, returned_id, credential)
+
+        def broken(exc: BaseException) -> None:
+            log.warning("legacy_passthrough_stream_broken", reason=_unavailable(exc).reason)
+
+        return await relay(request, upstream, out, on_broken=broken, closing=lambda: door.closing)
     finally:
         upstream.release()
-
-
-async def _relay(
-    request: web.Request, upstream: aiohttp.ClientResponse, headers: CIMultiDict[str]
-) -> web.StreamResponse:
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-    if upstream.content_type == "text/event-stream":
-        response.headers["X-Accel-Buffering"] = "no"
-    elif upstream.content_length is not None and "Content-Encoding" not in upstream.headers:
-        response.content_length = upstream.content_length
-    try:
-        await response.prepare(request)
-        while True:
-            try:
-                async with asyncio.timeout(DISCONNECT_POLL):
-                    chunk = await upstream.content.readany()
-            except TimeoutError:
-                transport = request.transport
-                if transport is None or transport.is_closing() or request.app[keys.PASSTHROUGH].closing:
-                    return response
-                continue
-            if not chunk:
-                break
-            await response.write(chunk)
-        await response.write_eof()
-    except ConnectionError:
-        pass  # the client went away; closing the backend stream is all that is left to do
-    except aiohttp.ClientError as exc:
-        # Headers are out, so no 502 can be sent: end the stream and let the client resume or retry.
-        log.warning("legacy_passthrough_stream_broken", reason=_unavailable(exc).reason)
-    return response
 
 
 def _peek(http_method: str, body: bytes | None) -> tuple[str, str | int | None, bool]:
@@ -332,11 +230,3 @@ def _unavailable(exc: BaseException) -> BackendUnavailable:
             raise exc
     except BackendUnavailable as mapped:
         return mapped
-
-
-def _error(status: int, request_id: Any, code: int, message: str, data: Any = None) -> web.Response:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return web.json_response(body, status=status)

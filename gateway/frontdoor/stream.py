@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any, Final
 
 from aiohttp import web
 
+from gateway import envelopes
+from gateway.envelopes import SSE_PING, sse_event
 from gateway.legacy.session import ServerNotification
 
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -38,16 +39,6 @@ async def open_sse(request: web.Request) -> web.StreamResponse:
     )
     await response.prepare(request)
     return response
-
-
-def sse_event(message: dict[str, Any] | bytes) -> bytes:
-    """One SSE ``message`` event carrying a JSON-RPC message (already encoded, or a dict)."""
-    data = (
-        message
-        if isinstance(message, bytes)
-        else json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-    )
-    return b"event: message\ndata: " + data + b"\n\n"
 
 
 def _level_rank(level: Any) -> int:
@@ -87,11 +78,11 @@ class ResponseStream:
             if "progress" not in params:
                 return None
             params["progressToken"] = self._token
-            return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+            return envelopes.notification("notifications/progress", params)
         if notification.method == "notifications/message" and self._min_level is not None:
             if _level_rank(params.get("level")) < self._min_level:
                 return None
-            return {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+            return envelopes.notification("notifications/message", params)
         return None
 
     async def on_notification(self, notification: ServerNotification) -> None:
@@ -119,7 +110,7 @@ class ResponseStream:
             async with self._lock:
                 if self._response is None:
                     return
-                await self._response.write(b": ping\n\n")
+                await self._response.write(SSE_PING)
 
     async def finish(self, message: bytes) -> web.StreamResponse:
         """Write the final JSON-RPC response as the stream's last event and end it."""

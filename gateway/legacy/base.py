@@ -26,6 +26,7 @@ import itertools
 import time
 
 import structlog
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from gateway.errors import BackendUnavailable
@@ -162,7 +163,8 @@ class LegacySessionBase(abc.ABC):
             log.info("server_request_unclaimed", method=request.method)
             return
         await self.respond(
-            request.id, error={"code": -32601, "message": "No client request is in flight for this server request"}
+            request.id,
+            error={"code": METHOD_NOT_FOUND, "message": "No client request is in flight for this server request"},
         )
 
     def take_unclaimed(self) -> list[ServerRequest]:

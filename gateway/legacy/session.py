@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
 from gateway.errors import BackendUnavailable
 
 JsonObj = dict[str, Any]
@@ -152,7 +154,7 @@ def expiry_answer(method: str) -> tuple[JsonObj | None, JsonObj | None]:
     an elicitation is cancelled (never a made-up decline), anything else gets a JSON-RPC error."""
     if method == "elicitation/create":
         return {"action": "cancel"}, None
-    return None, {"code": -32603, "message": "The client did not answer in time"}
+    return None, {"code": INTERNAL_ERROR, "message": "The client did not answer in time"}
 
 
 class SessionExpired(Exception):

@@ -24,8 +24,6 @@ run on a private network or over TLS (an ``https`` advertise URL).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import re
@@ -34,10 +32,8 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from gateway.bounded import MemoryFull, OnceMemory
+from gateway.state.encoding import b64url_decode_strict, b64url_nopad, derive_key
 
 FORWARD_HEADER: Final = "X-Mrtr-Forwarded"
 MAX_SKEW: Final = 30
@@ -47,21 +43,12 @@ _INFO: Final = b"mrtr-gateway/replica-forward/v2/hmac-sha256"
 _TOKEN_RE: Final = re.compile(r"v2\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})", re.ASCII)
 
 
-def _derive(secret: bytes) -> bytes:
-    return HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(secret)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _unb64_strict(text: str) -> bytes | None:
     """The bytes of canonical unpadded base64url ``text``, or None for any other spelling."""
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
+        return b64url_decode_strict(text)
+    except ValueError:
         return None
-    return raw if _b64(raw) == text else None
 
 
 def _digest(text: str | None) -> bytes:
@@ -80,7 +67,7 @@ class ForwardSigner:
         """Sign with the first of ``secrets_`` from now on, and verify with any of them (key reload)."""
         if not secrets_:
             raise ValueError("at least one secret is needed to sign forwarded requests")
-        self._keys = tuple(_derive(s) for s in secrets_)
+        self._keys = tuple(derive_key(s, _INFO) for s in secrets_)
 
     @staticmethod
     def _message(
@@ -100,10 +87,10 @@ class ForwardSigner:
         now: float | None = None,
     ) -> str:
         ts = str(int(time.time() if now is None else now))
-        nonce = _b64(secrets.token_bytes(16))
+        nonce = b64url_nopad(secrets.token_bytes(16))
         message = self._message(ts, nonce, method, target, path, credential, body)
         mac = hmac.new(self._keys[0], message, hashlib.sha256).digest()
-        return f"v2.{ts}.{nonce}.{_b64(mac)}"
+        return f"v2.{ts}.{nonce}.{b64url_nopad(mac)}"
 
     def check(
         self,
@@ -139,19 +126,3 @@ class ForwardSigner:
         except MemoryFull:
             return "nonce_memory_full"
         return None
-
-    def verify(
-        self,
-        token: str,
-        *,
-        method: str,
-        target: str | None,
-        path: str,
-        body: bytes,
-        credential: str | None,
-        now: float | None = None,
-    ) -> bool:
-        return (
-            self.check(token, method=method, target=target, path=path, body=body, credential=credential, now=now)
-            is None
-        )

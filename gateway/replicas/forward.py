@@ -11,25 +11,28 @@ How the hop can fail decides what the route may do next:
 
 A silent owner never keeps the client past the route's ``backend.timeout``: that is the read
 timeout of the hop. If it strikes after the owner's answer has begun, an SSE answer is ended with
-a JSON-RPC error event; any other answer is cut off.
+a JSON-RPC error event; any other answer is cut off. The answer is streamed by the gateway's one
+relay (:mod:`gateway.relay`).
 """
 
 from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
 import structlog
 from aiohttp import web
 
-from gateway import keys
+from gateway import envelopes
 from gateway.calls import RouteRuntime
+from gateway.config.model import ReplicasConfig
 from gateway.errors import HoldLost
-from gateway.frontdoor.stream import sse_event
-from gateway.replicas.auth import FORWARD_HEADER
+from gateway.observability.metrics import Metrics
+from gateway.relay import end_to_end, relay
+from gateway.replicas.auth import FORWARD_HEADER, ForwardSigner
 
 log = structlog.get_logger("gateway.replicas")
 
@@ -47,15 +50,6 @@ _FORWARDED = {
     "traceparent",
     "tracestate",
     "baggage",
-}
-_NOT_RETURNED = {
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "content-length",
-    "content-encoding",
-    "date",
-    "server",
 }
 
 
@@ -76,68 +70,75 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_file)
 
 
-async def forward_to_owner(
-    request: web.Request, route: RouteRuntime, body: bytes, owner_url: str, *, request_id: Any = None
-) -> web.StreamResponse | HoldLost:
-    """Stream ``request`` to ``owner_url``; a :class:`HoldLost` when the owner did not answer.
+class ReplicaHop:
+    """This replica's side of the hop: forwards retries to the replicas that hold their calls."""
 
-    Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made."""
-    app = request.app
-    settings = app[keys.SETTINGS]
-    replicas = settings.config.replicas
-    path = route.config.path
-    headers = {
-        k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
-    }
-    auth = route.config.auth
-    if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
-        # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
-        headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
-    headers[FORWARD_HEADER] = app[keys.FORWARD_SIGNER].sign(
-        method=request.method,
-        target=owner_url,
-        path=path,
-        body=body,
-        credential=hop_credential(request.headers, route),
-    )
-    timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=replicas.forward_timeout, sock_read=route.config.backend.timeout
-    )
-    tls = _tls_context(replicas.ca_file) if owner_url.startswith("https://") else None
-    metrics = app[keys.METRICS]
-    try:
-        upstream = await app[keys.HTTP_CLIENT].post(
-            owner_url + path, data=body, headers=headers, timeout=timeout, allow_redirects=False, ssl=tls or True
+    def __init__(
+        self,
+        config: ReplicasConfig,
+        signer: ForwardSigner,
+        metrics: Metrics,
+        http: Callable[[], aiohttp.ClientSession],
+    ) -> None:
+        self._config = config
+        self._signer = signer
+        self._metrics = metrics
+        self._http = http
+
+    async def forward(
+        self, request: web.Request, route: RouteRuntime, body: bytes, owner_url: str, *, request_id: Any = None
+    ) -> web.StreamResponse | HoldLost:
+        """Stream ``request`` to ``owner_url``; a :class:`HoldLost` when the owner did not answer.
+
+        Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made."""
+        path = route.config.path
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
+        }
+        auth = route.config.auth
+        if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
+            # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
+            headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
+        headers[FORWARD_HEADER] = self._signer.sign(
+            method=request.method,
+            target=owner_url,
+            path=path,
+            body=body,
+            credential=hop_credential(request.headers, route),
         )
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        unreachable = isinstance(exc, aiohttp.ConnectionTimeoutError) or (
-            isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._config.forward_timeout, sock_read=route.config.backend.timeout
         )
-        outcome = OWNER_UNREACHABLE if unreachable else OWNER_FAILED
-        # Not counted here: the caller may still replay the call, and a retry counts once, under
-        # the outcome it ends with (``replayed``, or this one; gateway.calls.driver.replay_or_lost).
-        log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
-        return HoldLost(outcome)
-    metrics.forwards.labels(route.name, "forwarded").inc()
-    try:
-        response = web.StreamResponse(
-            status=upstream.status,
-            headers={k: v for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED},
-        )
-        await response.prepare(request)
+        tls = _tls_context(self._config.ca_file) if owner_url.startswith("https://") else None
+        forwards = self._metrics.forwards
         try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+            upstream = await self._http().post(
+                owner_url + path, data=body, headers=headers, timeout=timeout, allow_redirects=False, ssl=tls or True
+            )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            metrics.forwards.labels(route.name, OWNER_FAILED).inc()
+            unreachable = isinstance(exc, aiohttp.ConnectionTimeoutError) or (
+                isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError)
+            )
+            outcome = OWNER_UNREACHABLE if unreachable else OWNER_FAILED
+            # Not counted here: the caller may still replay the call, and a retry counts once, under
+            # the outcome it ends with (``replayed``, or this one; gateway.calls.replayer).
+            log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
+            return HoldLost(outcome)
+        forwards.labels(route.name, "forwarded").inc()
+
+        def broken(exc: BaseException) -> None:
+            forwards.labels(route.name, OWNER_FAILED).inc()
             log.warning("forward_interrupted", route=route.name, owner=owner_url, error=type(exc).__name__)
-            if upstream.content_type == "text/event-stream":
-                error = HoldLost(OWNER_FAILED).to_error()
-                await response.write(sse_event({"jsonrpc": "2.0", "id": request_id, "error": error}))
-            else:
-                response.force_close()
-                return response
-        await response.write_eof()
-        return response
-    finally:
-        upstream.release()
+
+        lost = envelopes.sse_event(envelopes.error(request_id, HoldLost(OWNER_FAILED).to_error()))
+        try:
+            return await relay(
+                request,
+                upstream,
+                end_to_end(upstream.headers),
+                on_broken=broken,
+                broken_event=lost,
+                cut_when_broken=True,
+            )
+        finally:
+            upstream.release()

@@ -68,8 +68,6 @@ This module is pure: ``cryptography`` plus stdlib, no I/O, no aiohttp.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -83,10 +81,9 @@ from typing import Any, Final, Literal, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from gateway.state.claims import Claims, b64url_nopad
+from gateway.state.claims import Claims
+from gateway.state.encoding import b64url_decode_strict, b64url_nopad, derive_key
 
 __all__ = [
     "FUTURE_SKEW_SECONDS",
@@ -136,7 +133,6 @@ _SALT_INFO: Final = b"mrtr-gateway/request-state/v1/principal-salt"
 _KID_LEN: Final = 4
 _NONCE_LEN: Final = 12
 _TAG_LEN: Final = 16
-_BODY_RE: Final = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 _OTHER_VERSION_RE: Final = re.compile(r"v[0-9]+\.", re.ASCII)
 _WIRE_KEYS: Final = frozenset({"iat", "exp", "aud", "m", "t", "a", "p", "h", "r", "o", "x"})
 
@@ -158,21 +154,12 @@ class StateError(Exception):
         self.detail = detail
 
 
-def _hkdf(secret: bytes, info: bytes) -> bytes:
-    return HKDF(algorithm=SHA256(), length=32, salt=None, info=info).derive(secret)
-
-
 def _b64url_decode_strict(text: str) -> bytes:
-    """Inverse of :func:`b64url_nopad` that accepts exactly one spelling per byte string."""
-    if not _BODY_RE.fullmatch(text) or len(text) % 4 == 1:
-        raise StateError("malformed", "not unpadded base64url")
+    """:func:`~gateway.state.encoding.b64url_decode_strict`, failing as a malformed token."""
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise StateError("malformed", "not unpadded base64url") from exc
-    if b64url_nopad(raw) != text:
-        raise StateError("malformed", "non-canonical base64url")
-    return raw
+        return b64url_decode_strict(text)
+    except ValueError as exc:
+        raise StateError("malformed", str(exc)) from None
 
 
 class KeyRing:
@@ -202,13 +189,13 @@ class KeyRing:
                 )
         self._aeads: dict[bytes, AESGCM] = {}
         for index, secret in enumerate(material):
-            key = _hkdf(secret, _KEY_INFO)
+            key = derive_key(secret, _KEY_INFO)
             kid = hashlib.sha256(_KID_LABEL + key).digest()[:_KID_LEN]
             if kid in self._aeads:
                 raise ValueError(f"request-state secret #{index} repeats an earlier secret; remove the duplicate")
             self._aeads[kid] = AESGCM(key)
         self._seal_kid = next(iter(self._aeads))
-        self._salts = tuple(_hkdf(secret, _SALT_INFO) for secret in material)
+        self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
         return f"<KeyRing keys={len(self._aeads)} sealing_kid={self._seal_kid.hex()}>"

@@ -11,15 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_types import SERVER_INFO_META_KEY
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.methods import CACHEABLE_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 JsonObj = dict[str, Any]
 
 LEGACY_RESOURCE_NOT_FOUND = -32002
-INVALID_PARAMS = -32602
-METHOD_NOT_FOUND = -32601
-INTERNAL_ERROR = -32603
 RELAYED_CODES: Mapping[int, int] = {
     INVALID_PARAMS: INVALID_PARAMS,
     METHOD_NOT_FOUND: METHOD_NOT_FOUND,

@@ -22,10 +22,10 @@ import pytest
 from harness import BareClient, route, running_gateway, stdio_route
 from mcp_types.jsonrpc import INVALID_REQUEST
 
-from gateway import keys
+from gateway import keys, relay
 from gateway.demo.backend import DemoBackend
-from gateway.frontdoor import legacy_passthrough
-from gateway.frontdoor.legacy_passthrough import MISSING_VERSION_MESSAGE, PassthroughSessions
+from gateway.frontdoor.legacy_passthrough import MISSING_VERSION_MESSAGE
+from gateway.state.legacy_ids import LegacySessionIds
 
 Backend = tuple[DemoBackend, str]
 
@@ -182,14 +182,14 @@ async def test_roots_list_arrives_on_the_get_stream_and_delete_ends_the_backend_
 async def test_a_quiet_get_stream_ends_when_the_gateway_shuts_down(
     fake_backend: Backend, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(legacy_passthrough, "DISCONNECT_POLL", 0.05)
+    monkeypatch.setattr(relay, "DISCONNECT_POLL", 0.05)
     _, url = fake_backend
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         wire = LegacyWire(http, gw.url())
         await wire.initialize()
         async with http.get(gw.url(), headers={**wire.headers(), "Accept": "text/event-stream"}) as stream:
             assert stream.status == 200
-            gw.app[keys.PASSTHROUGH].closing = True
+            gw.app[keys.DOOR].closing = True
             async with asyncio.timeout(WAIT):
                 assert [m async for m in sse_messages(stream)] == []
 
@@ -327,7 +327,7 @@ KEYS = (b"k" * 32, b"j" * 32)
 
 
 def test_session_ids_open_only_on_their_route_and_for_their_credential() -> None:
-    sessions = PassthroughSessions(KEYS)
+    sessions = LegacySessionIds(KEYS)
     token = sessions.open("r", "backend-1", "Bearer a")
     assert token.startswith("s1.")
     assert "backend-1" not in token
@@ -350,15 +350,15 @@ def test_session_ids_open_only_on_their_route_and_for_their_credential() -> None
     ],
 )
 def test_tampered_or_malformed_session_ids_do_not_open(mangle: Any) -> None:
-    sessions = PassthroughSessions(KEYS)
+    sessions = LegacySessionIds(KEYS)
     assert sessions.backend_id(mangle(sessions.open("r", "b", None)), "r", None) is None
 
 
 def test_session_ids_survive_key_rotation_and_any_replica_opens_them() -> None:
-    old_ring = PassthroughSessions((KEYS[1],))
+    old_ring = LegacySessionIds((KEYS[1],))
     token = old_ring.open("r", "b", None)
-    assert PassthroughSessions((KEYS[0], KEYS[1])).backend_id(token, "r", None) == "b"
-    assert PassthroughSessions((KEYS[0],)).backend_id(token, "r", None) is None
+    assert LegacySessionIds((KEYS[0], KEYS[1])).backend_id(token, "r", None) == "b"
+    assert LegacySessionIds((KEYS[0],)).backend_id(token, "r", None) is None
 
 
 async def test_a_legacy_session_continues_on_another_replica(

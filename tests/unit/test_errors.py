@@ -10,7 +10,7 @@ from gateway.errors import (
     OVERLOADED,
     BackendUnavailable,
     GatewayError,
-    HoldElsewhere,
+    HoldLimitReached,
     HoldLost,
     InvalidRequestState,
     MissingCapability,
@@ -27,7 +27,7 @@ from gateway.translate import results
         BackendUnavailable("timeout", "10.0.0.1:80 timed out"),
         Overloaded("hold_limit", 3),
         HoldLost("owner_unreachable"),
-        HoldElsewhere("http://10.0.0.2:8080"),
+        HoldLimitReached("max_rounds", "The call took more than 10 input rounds"),
         GatewayError("something"),
     ],
 )

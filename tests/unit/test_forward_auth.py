@@ -20,7 +20,7 @@ HOP: dict[str, Any] = {"method": "POST", "target": OWNER, "path": "/mcp", "body"
 def test_a_signature_verifies_once_for_the_same_request() -> None:
     signer = ForwardSigner([NEW])
     token = signer.sign(**HOP, now=1000)
-    assert signer.verify(token, **HOP, now=1000)
+    assert signer.check(token, **HOP, now=1000) is None
 
 
 def test_a_nonce_seen_before_is_refused_even_with_a_valid_mac() -> None:
@@ -28,17 +28,17 @@ def test_a_nonce_seen_before_is_refused_even_with_a_valid_mac() -> None:
     token = signer.sign(**HOP, now=1000)
     assert signer.check(token, **HOP, now=1000) is None
     assert signer.check(token, **HOP, now=1001) == "nonce_reused"
-    assert signer.verify(signer.sign(**HOP, now=1001), **HOP, now=1001), "a fresh nonce is accepted"
+    assert signer.check(signer.sign(**HOP, now=1001), **HOP, now=1001) is None, "a fresh nonce is accepted"
 
 
 def test_the_nonce_memory_is_bounded_and_fails_closed() -> None:
     signer = ForwardSigner([NEW], nonce_memory=2)
-    assert signer.verify(signer.sign(**HOP, now=1000), **HOP, now=1000)
-    assert signer.verify(signer.sign(**HOP, now=1000), **HOP, now=1000)
+    assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) is None
+    assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) is None
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) == "nonce_memory_full"
     # Once the first nonces are past the validity window they are forgotten and room is made.
     later = 1000 + MAX_SKEW + 1
-    assert signer.verify(signer.sign(**HOP, now=later), **HOP, now=later)
+    assert signer.check(signer.sign(**HOP, now=later), **HOP, now=later) is None
 
 
 @pytest.mark.parametrize(
@@ -66,15 +66,15 @@ def test_a_replica_without_an_advertised_address_accepts_no_hop() -> None:
 
 def test_an_old_or_future_signature_is_refused() -> None:
     signer = ForwardSigner([NEW])
-    assert signer.verify(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW)
-    assert not signer.verify(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW + 1)
-    assert not signer.verify(signer.sign(**HOP, now=1000), **HOP, now=1000 - MAX_SKEW - 1)
+    assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW) is None
+    assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW + 1) is not None
+    assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 - MAX_SKEW - 1) is not None
 
 
 def test_rotation_a_ring_verifies_with_every_key_and_signs_with_the_first() -> None:
     token = ForwardSigner([OLD]).sign(**HOP, now=5)
-    assert ForwardSigner([NEW, OLD]).verify(token, **HOP, now=5)
-    assert not ForwardSigner([NEW]).verify(token, **HOP, now=5)
+    assert ForwardSigner([NEW, OLD]).check(token, **HOP, now=5) is None
+    assert ForwardSigner([NEW]).check(token, **HOP, now=5) is not None
 
 
 def _with_mac_text(token: str, mac_text: str) -> str:
