@@ -1,20 +1,29 @@
-"""build_app(settings): the aiohttp application with its routes, middlewares and owned resources.
+"""build_app(settings): the aiohttp application with its routes, middleware and owned resources.
+
+Everything the route handlers use is built here, once, into one :class:`FrontDoor` they are handed
+(no handler looks services up in ``request.app``). What exists only while the app runs — the HTTP
+client, the routes' session pools, the background task groups and the periodic reapers — belongs to
+a cleanup context that creates it, yields, then cancels and awaits it.
 
 Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registration):
 
 1. stop accepting requests (aiohttp's runner closes the listening sockets first);
-2. end every ``subscriptions/listen`` stream with its final result (``on_shutdown``);
-3. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
-   legacy tools finish instead of hanging;
-4. close every backend session with ``DELETE``;
-5. close the outgoing HTTP client.
+2. end every ``subscriptions/listen`` stream with its final result, and old clients' streams at
+   their next quiet moment (``on_shutdown``);
+3. stop re-reading key files;
+4. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
+   legacy tools finish instead of hanging (the expiries are awaited);
+5. close every backend session with ``DELETE`` (the session reaper stops first);
+6. cancel and await what is still running in the background (cancellations of abandoned calls,
+   closes of dead sessions);
+7. close the outgoing HTTP client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -22,63 +31,75 @@ from aiohttp import web
 from gateway import keys, ops
 from gateway.auth import AuthGates, metadata_handler
 from gateway.bounded import LruTtlCache
-from gateway.calls import CallDriver, RouteRuntime
+from gateway.calls import CallContext, CallDriver, RouteRuntime, ToolSchemas
+from gateway.calls.backend import Backend
 from gateway.calls.context import TOOL_SCHEMA_TTL
 from gateway.calls.replay import ReplayGuard
+from gateway.calls.replayer import Replayer
+from gateway.calls.rounds import Rounds
 from gateway.config.load import Settings
 from gateway.drain import Drain
+from gateway.frontdoor.door import FrontDoor
 from gateway.frontdoor.handler import make_handler
-from gateway.frontdoor.legacy_passthrough import PassthroughSessions
 from gateway.frontdoor.origin import OriginPolicy
-from gateway.holds.registry import Hold, HoldRegistry
+from gateway.holds.registry import HoldRegistry
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.listen import ListenHubs
 from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics import Metrics
+from gateway.observability.requests import request_middleware
 from gateway.replicas.auth import ForwardSigner
+from gateway.replicas.forward import ReplicaHop
 from gateway.server import handler_options
+from gateway.state.boundary import RequestStateBoundary
 from gateway.state.codec import KeyRing
+from gateway.state.legacy_ids import LegacySessionIds
 from gateway.state.reload import KeyFileWatcher
+from gateway.tasks import TaskGroup
 from gateway.translate.cursors import Cursors
 
 REAP_INTERVAL = 1.0
+HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
+KEYRING = web.AppKey("keyring", KeyRing)
+BACKGROUND = web.AppKey("background_tasks", TaskGroup)
+EXPIRIES = web.AppKey("hold_expiries", TaskGroup)
 
 
 def build_app(settings: Settings) -> web.Application:
     config = settings.config
-    # handler_args bound what the HTTP parser accepts wherever the app runs (issue 8 item 4).
-    app = web.Application(client_max_size=config.listen.max_body_bytes + 1, handler_args=handler_options(config.listen))
-    app[keys.SETTINGS] = settings
-    app[keys.METRICS] = metrics = Metrics.create()
+    metrics = Metrics.create()
     # One drain state for the server (begins it on SIGTERM), /readyz and the front door (refuses new calls).
-    app[keys.DRAIN] = drain = Drain(config.listen.drain_timeout, on_refuse=metrics.rejections.labels("draining").inc)
-    app.middlewares.append(drain.middleware)
-    app[keys.READY] = {"routes": False}
-    app[keys.ROUTES] = {}
-    limits = config.limits
-    app[keys.LISTEN_HUBS] = ListenHubs(
-        max_streams=limits.max_listen_streams,
-        max_per_principal=limits.max_listen_streams_per_principal,
-        retry_after=limits.retry_after,
+    drain = Drain(config.listen.drain_timeout, on_refuse=metrics.rejections.labels("draining").inc)
+    # handler_args bound what the HTTP parser accepts wherever the app runs (issue 8 item 4).
+    app = web.Application(
+        client_max_size=config.listen.max_body_bytes + 1,
+        handler_args=handler_options(config.listen),
+        middlewares=[request_middleware(metrics, settings.replica_id), drain.middleware],
     )
-    app[keys.FORWARD_SIGNER] = ForwardSigner(settings.state_keys)
-    app[keys.ORIGINS] = OriginPolicy(config.listen.allowed_origins)
-    app[keys.CURSORS] = Cursors(settings.state_keys)
-    app[keys.AUTH] = gates = AuthGates(config.routes, lambda: app[keys.HTTP_CLIENT], _count_refusal(app))
-    app[keys.KEYRING] = KeyRing(settings.state_keys)
-    app.on_shutdown.append(_close_listen_streams)
+    app[keys.SETTINGS] = settings
+    app[keys.METRICS] = metrics
+    app[keys.DRAIN] = drain
+    app[keys.READY] = {"routes": False}
+    app[BACKGROUND] = TaskGroup("background")
+    app[EXPIRIES] = TaskGroup("hold-expiry")
+    door = app[keys.DOOR] = _front_door(app, settings, metrics)
+    app[keys.ROUTES] = door.routes
+    app[keys.LISTEN_HUBS] = door.hubs
+    app[keys.FORWARD_SIGNER] = door.signer
+    app.on_shutdown.append(_close_long_streams)
     app.router.add_get("/healthz", ops.healthz)
     app.router.add_get("/readyz", ops.readyz)
     if config.listen.metrics_port is None:  # else gateway.server serves it on its own port
         app.router.add_get("/metrics", ops.metrics_handler(metrics.registry))
-    for path, document in gates.metadata_paths().items():
+    for path, document in door.auth.metadata_paths().items():
         app.router.add_get(path, metadata_handler(document))
     for route in config.routes:
-        handler = make_handler(route.path)
+        handler = make_handler(door, route.path)
         for method in ("POST", "GET", "DELETE", "PUT", "PATCH"):
             app.router.add_route(method, route.path, handler)
     app.cleanup_ctx.append(_http_client)
+    app.cleanup_ctx.append(_background_tasks)
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
     app.cleanup_ctx.append(_state_keys_reload)
@@ -86,18 +107,88 @@ def build_app(settings: Settings) -> web.Application:
     return app
 
 
-def _count_refusal(app: web.Application) -> Callable[[str, str], None]:
+def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> FrontDoor:
+    """The core (boundary, holds, driver) and every collaborator of the route handlers."""
+    config = settings.config
+    limits = config.limits
+
+    def http() -> aiohttp.ClientSession:
+        return app[HTTP_CLIENT]
+
+    keyring = app[KEYRING] = KeyRing(settings.state_keys)
+    boundary = RequestStateBoundary(
+        keyring,
+        replica_id=settings.replica_id,
+        ttl=config.state.ttl,
+        advertise_url=config.replicas.advertise_url,
+        count_refusal=lambda reason: metrics.state_rejections.labels(reason).inc(),
+    )
+    backend = Backend(metrics, app[BACKGROUND])
+    drain = app[keys.DRAIN]
+
+    def holds_changed(count: int) -> None:
+        metrics.holds.set(count)
+        drain.changed()
+
+    registry: HoldRegistry[CallContext] = HoldRegistry(
+        max_holds=limits.max_holds,
+        max_per_principal=limits.max_holds_per_principal,
+        max_anonymous=limits.max_holds_anonymous,
+        retry_after=limits.retry_after,
+        on_expire=backend.expire_hold,
+        on_change=holds_changed,
+        observer=metrics.hold_observer(),
+        tasks=app[EXPIRIES],
+    )
+    drain.watch_holds(registry.__len__)
+    metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
+    app[keys.HOLDS] = registry
+    rounds = Rounds(backend=backend, registry=registry, boundary=boundary, metrics=metrics)
+    replayer = Replayer(
+        backend=backend,
+        registry=registry,
+        boundary=boundary,
+        metrics=metrics,
+        guard=ReplayGuard(limits.replay_memory, limits.retry_after),
+        state_ttl=config.state.ttl,
+    )
+    driver = CallDriver(backend=backend, registry=registry, boundary=boundary, rounds=rounds, replayer=replayer)
+    signer = ForwardSigner(settings.state_keys)
+    return FrontDoor(
+        settings=settings,
+        metrics=metrics,
+        origins=OriginPolicy(config.listen.allowed_origins),
+        auth=AuthGates(config.routes, http, _count_refusal(metrics)),
+        signer=signer,
+        cursors=Cursors(settings.state_keys),
+        legacy_ids=LegacySessionIds(settings.state_keys),
+        hubs=ListenHubs(
+            max_streams=limits.max_listen_streams,
+            max_per_principal=limits.max_listen_streams_per_principal,
+            retry_after=limits.retry_after,
+        ),
+        boundary=boundary,
+        driver=driver,
+        schemas=ToolSchemas(driver.call),
+        hop=ReplicaHop(config.replicas, signer, metrics, http),
+        drain=drain,
+        http=http,
+    )
+
+
+def _count_refusal(metrics: Metrics) -> Callable[[str, str], None]:
     def count(route: str, reason: str) -> None:
-        app[keys.METRICS].auth_refusals.labels(route, reason).inc()
+        metrics.auth_refusals.labels(route, reason).inc()
 
     return count
 
 
-async def _close_listen_streams(app: web.Application) -> None:
+async def _close_long_streams(app: web.Application) -> None:
     """Long-lived streams end before handlers are awaited: listen streams with their final result,
     passthrough streams of old clients at their next check."""
-    app[keys.PASSTHROUGH].closing = True
-    await app[keys.LISTEN_HUBS].close_all()
+    door = app[keys.DOOR]
+    door.closing = True
+    await door.hubs.close_all()
 
 
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
@@ -106,14 +197,23 @@ async def _http_client(app: web.Application) -> AsyncIterator[None]:
     async with aiohttp.ClientSession(
         connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
     ) as http:
-        app[keys.HTTP_CLIENT] = http
+        app[HTTP_CLIENT] = http
         yield
+
+
+async def _background_tasks(app: web.Application) -> AsyncIterator[None]:
+    """The background task groups live while the app runs; whatever is left at the end is cancelled
+    and awaited, after the holds have been expired and the pools closed (their work spawns here)."""
+    yield
+    await app[EXPIRIES].aclose()
+    await app[BACKGROUND].aclose()
 
 
 async def _routes(app: web.Application) -> AsyncIterator[None]:
     settings = app[keys.SETTINGS]
     metrics = app[keys.METRICS]
-    http = app[keys.HTTP_CLIENT]
+    http = app[HTTP_CLIENT]
+    routes = app[keys.DOOR].routes
 
     def sessions_changed(route: str, size: int) -> None:
         metrics.backend_sessions.labels(route).set(size)
@@ -122,77 +222,28 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
         metrics.backend_initializations.labels(route).inc()
 
     for route in settings.routes:
-        pool = SessionPool(http, route, on_change=sessions_changed, on_initialize=session_initialized)
+        pool = SessionPool(
+            http, route, on_change=sessions_changed, on_initialize=session_initialized, tasks=app[BACKGROUND]
+        )
         schemas: LruTtlCache[str, dict[str, JsonObj]] = LruTtlCache(
             settings.config.limits.tool_schema_cache_entries, TOOL_SCHEMA_TTL
         )
-        runtime = RouteRuntime(route, pool, tool_schemas=schemas)
-        app[keys.ROUTES][route.path] = runtime
-    app[keys.PASSTHROUGH] = PassthroughSessions(settings.state_keys)
-    runtimes = app[keys.ROUTES].values()
+        routes[route.path] = RouteRuntime(route, pool, tool_schemas=schemas)
+    runtimes = routes.values()
     metrics.live.watch(
         (r.config.name for r in runtimes), sessions=lambda: {r.config.name: r.pool.counts_by_state() for r in runtimes}
     )
     app[keys.READY]["routes"] = True
-    reaper = asyncio.create_task(_reap_sessions(app), name="session-reaper")
-    yield
-    app[keys.READY]["routes"] = False
-    reaper.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await reaper
-    await asyncio.gather(*(r.pool.close() for r in app[keys.ROUTES].values()))
-
-
-async def _reap_sessions(app: web.Application) -> None:
-    while True:
-        await asyncio.sleep(REAP_INTERVAL)
-        for runtime in app[keys.ROUTES].values():
-            runtime.pool.reap()
+    async with _periodic("session-reaper", REAP_INTERVAL, lambda: [r.pool.reap() for r in routes.values()]):
+        yield
+        app[keys.READY]["routes"] = False
+    await asyncio.gather(*(r.pool.close() for r in routes.values()))
 
 
 async def _holds(app: web.Application) -> AsyncIterator[None]:
-    settings = app[keys.SETTINGS]
-    metrics = app[keys.METRICS]
-    limits = settings.config.limits
-    driver_box: list[CallDriver] = []
-
-    async def on_expire(hold: Hold) -> None:
-        await driver_box[0].expire(hold)
-
-    drain = app[keys.DRAIN]
-
-    def holds_changed(count: int) -> None:
-        metrics.holds.set(count)
-        drain.changed()
-
-    registry = HoldRegistry(
-        max_holds=limits.max_holds,
-        max_per_principal=limits.max_holds_per_principal,
-        max_anonymous=limits.max_holds_anonymous,
-        retry_after=limits.retry_after,
-        on_expire=on_expire,
-        on_change=holds_changed,
-        observer=metrics.hold_observer(),
-    )
-    drain.watch_holds(registry.__len__)
-    metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
-    driver = CallDriver(
-        keyring=app[keys.KEYRING],
-        registry=registry,
-        metrics=metrics,
-        replica_id=settings.replica_id,
-        advertise_url=settings.config.replicas.advertise_url,
-        state_ttl=settings.config.state.ttl,
-        replay_guard=ReplayGuard(limits.replay_memory, limits.retry_after),
-    )
-    driver_box.append(driver)
-    app[keys.HOLDS] = registry
-    app[keys.DRIVER] = driver
-    reaper = asyncio.create_task(_reap_holds(registry), name="hold-reaper")
-    yield
-    reaper.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await reaper
+    registry = app[keys.HOLDS]
+    async with _periodic("hold-reaper", REAP_INTERVAL / 4, registry.reap):
+        yield
     await registry.close()
 
 
@@ -202,27 +253,44 @@ async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:
     if settings.state_keys_file is None:
         yield
         return
-    ring = app[keys.KEYRING]
+    ring = app[KEYRING]
+    door = app[keys.DOOR]
 
     def apply(secrets: Sequence[bytes]) -> None:
         ring.replace(secrets)  # validates first: raises before anything changed
-        app[keys.FORWARD_SIGNER].rekey(secrets)
-        app[keys.PASSTHROUGH].rekey(secrets)
-        app[keys.CURSORS].rekey(secrets)
+        door.signer.rekey(secrets)
+        door.legacy_ids.rekey(secrets)
+        door.cursors.rekey(secrets)
 
     def describe() -> str:
         return ",".join(ring.key_ids)
 
     watcher = KeyFileWatcher(settings.state_keys_file, settings.state_keys, apply, describe)
     app[keys.KEY_WATCHER] = watcher
-    task = asyncio.create_task(watcher.run(settings.config.state.reload_interval), name="state-keys-reload")
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    async with _owned_task(watcher.run(settings.config.state.reload_interval), "state-keys-reload"):
+        yield
 
 
-async def _reap_holds(registry: HoldRegistry) -> None:
-    while True:
-        await asyncio.sleep(REAP_INTERVAL / 4)
-        registry.reap()
+@contextlib.asynccontextmanager
+async def _periodic(name: str, every: float, work: Callable[[], object]) -> AsyncIterator[None]:
+    """Run ``work`` every ``every`` seconds while the block runs; cancelled and awaited at its end."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(every)
+            work()
+
+    async with _owned_task(loop(), name):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _owned_task(coro: Awaitable[None], name: str) -> AsyncIterator[None]:
+    task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    task.set_name(name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -9,36 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
 from typing import Any
 
 import structlog
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway.calls.context import CallContext, Caller, RouteRuntime
-from gateway.errors import BackendUnavailable, GatewayError
-from gateway.frontdoor.classify import Accepted
-from gateway.holds.registry import Pending
+from gateway.calls.request import CallRequest
+from gateway.errors import BackendUnavailable, GatewayError, UpstreamError
+from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
 from gateway.observability.metrics import Metrics
+from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps
 from gateway.translate import results
 
 log = structlog.get_logger("gateway.calls")
 
-_background: set[asyncio.Task[None]] = set()
-
 STOP_GRACE = 1.0
 """Seconds a call whose server request was refused may take to end by itself before it is cancelled."""
 CANCEL_GRACE = 5.0
 """Seconds a cancelled call's session waits for the backend's last word before it is reused."""
-
-
-def spawn(coro: Coroutine[Any, Any, None]) -> None:
-    """Run ``coro`` in the background, keeping a reference until it is done."""
-    task = asyncio.create_task(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
 
 
 def cancel_reason(exc: BaseException) -> str | None:
@@ -53,14 +45,18 @@ def cancel_reason(exc: BaseException) -> str | None:
 
 
 def _refusal(event: ServerRequest, why: str) -> JsonObj:
-    return {"code": -32601, "message": f"{event.method}: {why}"}
+    return {"code": METHOD_NOT_FOUND, "message": f"{event.method}: {why}"}
 
 
 class Backend:
-    """Backend operations of the call driver, with the metrics they report to."""
+    """Backend operations of the call driver, with the metrics they report to.
 
-    def __init__(self, metrics: Metrics) -> None:
+    Work that outlives the request that caused it (cancelling an abandoned call, answering an
+    expired round) runs in ``tasks``, the group the application owns and ends at shutdown."""
+
+    def __init__(self, metrics: Metrics, tasks: TaskGroup) -> None:
         self._metrics = metrics
+        self._tasks = tasks
 
     async def lease(
         self, route: RouteRuntime, caller: Caller, normalized: JsonObj, *, exclusive: bool
@@ -73,7 +69,7 @@ class Backend:
             raise
 
     async def prepare(
-        self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj, *, exclusive: bool
+        self, route: RouteRuntime, request: CallRequest, caller: Caller, normalized: JsonObj, *, exclusive: bool
     ) -> CallContext:
         """Lease (exclusively for an interactive call) a session for ``request``, not sent yet."""
         pooled = await self.lease(route, caller, normalized, exclusive=exclusive)
@@ -89,24 +85,28 @@ class Backend:
         )
 
     async def begin(
-        self, route: RouteRuntime, request: Accepted, caller: Caller, normalized: JsonObj, *, exclusive: bool
-    ) -> CallContext:
+        self, route: RouteRuntime, request: CallRequest, caller: Caller, normalized: JsonObj, *, exclusive: bool
+    ) -> tuple[CallContext, Exchange]:
         """Lease (exclusively for an interactive call) and send ``request``."""
         ctx = await self.prepare(route, request, caller, normalized, exclusive=exclusive)
         try:
-            ctx.exchange = await self.send(ctx, ctx.backend_method, ctx.backend_params)
+            exchange = await self.send(ctx, ctx.backend_method, ctx.backend_params)
         except BaseException:
             self.discard(ctx)
             raise
-        return ctx
+        return ctx, exchange
 
     async def send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
         """Start ``method`` on the leased session, re-initializing once if the session expired.
 
-        An exclusive lease owns the session from before the request leaves (``owner=True``).
+        An exclusive lease owns the session from before the request leaves (``owner=True``); the
+        exchange becomes the call's (``ctx.exchange``).
         """
-        assert ctx.pooled is not None
-        session = ctx.pooled.session
+        ctx.exchange = await self._start(ctx, method, params)
+        return ctx.exchange
+
+    async def _start(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
+        session = ctx.session
         try:
             try:
                 exchange = await session.start(method, params, ctx.headers, owner=ctx.exclusive)
@@ -126,17 +126,15 @@ class Backend:
     async def refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
         """Answer a server request the client must not see with an error (never a made-up answer:
         a "decline" would claim the user said no); the backend decides what its call does next."""
-        assert ctx.pooled is not None
-        await ctx.pooled.session.respond(event.id, error=_refusal(event, why))
+        await ctx.session.respond(event.id, error=_refusal(event, why))
 
     async def claim_unclaimed(self, ctx: CallContext) -> list[ServerRequest]:
         """Take the server requests no call owned on the leased session (e.g. ``roots/list`` sent right
         after ``notifications/initialized``): those the client declared are this call's to ask; the
         others no client of this session can answer (sessions are keyed by capabilities), so the
         backend is refused at once."""
-        assert ctx.pooled is not None
         claimed: list[ServerRequest] = []
-        for event in ctx.pooled.session.take_unclaimed():
+        for event in ctx.session.take_unclaimed():
             if caps.allows(ctx.normalized_caps, event.method, event.params) is None:
                 claimed.append(event)
             else:
@@ -146,11 +144,11 @@ class Backend:
     def abandon(self, ctx: CallContext, refused: ServerRequest) -> None:
         """End an interactive call the client cannot serve (it lacks a capability the backend asked
         for): refuse the request, cancel the call, and hand the session back usable, in the background."""
-        if ctx.pooled is None:
+        if ctx.released:
             return
-        pooled, ctx.pooled = ctx.pooled, None
+        ctx.released = True
         exchange, ctx.exchange = ctx.exchange, None
-        spawn(self._cancel_and_settle(ctx, pooled, exchange, refused))
+        self._tasks.spawn(self._cancel_and_settle(ctx, ctx.pooled, exchange, refused), name="backend-cancel")
 
     async def _cancel_and_settle(
         self, ctx: CallContext, pooled: PooledSession, exchange: Exchange | None, refused: ServerRequest
@@ -206,13 +204,13 @@ class Backend:
 
     def answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
         pending = [Pending(r.id, r.method, {}) for r in batch]
-        spawn(self.unblock(ctx, pending))
+        self._tasks.spawn(self.unblock(ctx, pending), name="backend-unblock")
 
     async def unblock(self, ctx: CallContext, pending: list[Pending]) -> None:
         """Cancel pending server requests, then drain the exchange to its end and free the session."""
-        if ctx.pooled is None:
+        if ctx.released:
             return
-        session = ctx.pooled.session
+        session = ctx.session
         timeout = ctx.route.config.backend.timeout
         try:
             for item in pending:
@@ -239,9 +237,10 @@ class Backend:
         await session.respond(backend_id, result=result, error=error)
 
     def release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | None = None) -> None:
-        if ctx.pooled is None:
+        if ctx.released:
             return
-        pooled, ctx.pooled = ctx.pooled, None
+        ctx.released = True
+        pooled = ctx.pooled
         exchange, ctx.exchange = ctx.exchange, None
         if exchange is not None and not exchange.answered:
             reusable = False  # the backend is still working on it: don't hand the session on
@@ -255,7 +254,9 @@ class Backend:
                 exchange.close_nowait()
             ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
             return
-        spawn(self._wind_down(ctx, pooled, exchange, reusable=reusable, cancel=cancel))
+        self._tasks.spawn(
+            self._wind_down(ctx, pooled, exchange, reusable=reusable, cancel=cancel), name="backend-wind-down"
+        )
 
     async def _wind_down(
         self,
@@ -285,3 +286,32 @@ class Backend:
 
     def discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
         self.release(ctx, reusable=False, cancel=cancel)
+
+    def finish(self, ctx: CallContext, request: CallRequest, final: FinalResponse, *, retry: bool = False) -> JsonObj:
+        """Hand the session back and translate the backend's final answer (an error is raised as
+        :class:`~gateway.errors.UpstreamError`). A retry's result is never cacheable."""
+        server_info = results.server_info_of(ctx.session.initialize_result) if not ctx.released else None
+        self.release(ctx, reusable=True)
+        if final.error is not None:
+            error = results.modern_error(final.error)
+            raise UpstreamError(error["code"], error["message"], error.get("data"))
+        assert final.result is not None
+        cache = ctx.route.config.cache
+        return results.complete_result(
+            request.method,
+            final.result,
+            ttl_ms=cache.ttl_ms,
+            cache_scope=cache.scope,
+            server_info=server_info,
+            cacheable=not retry,
+        )
+
+    async def expire_hold(self, hold: Hold[CallContext]) -> None:
+        """A hold's client never came back: answer the backend ourselves so the tool can finish."""
+        ctx = hold.context
+        self._metrics.hold_expirations.labels(hold.route).inc()
+        log.info("hold_expired", route=hold.route, hold=hold.id, pending=len(hold.pending))
+        if ctx.reissue:
+            self.release(ctx)
+            return
+        await self.unblock(ctx, list(hold.pending.values()))

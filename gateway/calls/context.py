@@ -1,25 +1,20 @@
-"""What one call carries through the gateway: who calls, the route it uses, and the state a hold
-keeps between rounds."""
+"""What one call carries through the gateway: who calls, the route it uses, and the leased session
+and exchange a hold keeps between rounds."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.bounded import LruTtlCache
 from gateway.calls.replay import Carry
 from gateway.config.model import RouteConfig
-from gateway.frontdoor.classify import Accepted
-from gateway.legacy.pool import PooledSession, SessionPool
-from gateway.legacy.session import Exchange, JsonObj, ServerNotification
+from gateway.legacy.pool import LegacySession, PooledSession, SessionPool
+from gateway.legacy.session import Exchange, JsonObj
 
 TOOL_SCHEMA_TTL = 60.0
 """Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
 TOOL_SCHEMA_ENTRIES = 1000
 """Default bound on cached tool lists per route (``limits.tool_schema_cache_entries``)."""
-
-NotificationSink = Callable[[ServerNotification], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +41,13 @@ class Caller:
 
 @dataclass(eq=False)
 class CallContext:
-    """What a hold keeps between rounds."""
+    """A call's lease: the backend session it holds (never absent while the lease lives), the exchange
+    running on it, and what a hold keeps between rounds. Released once (:attr:`released`)."""
 
     route: RouteRuntime
-    pooled: PooledSession | None
+    pooled: PooledSession
     exchange: Exchange | None
+    """None before the call is sent (a round asked first) and while a url-mode hold waits for consent."""
     normalized_caps: JsonObj
     headers: dict[str, str]
     backend_method: str
@@ -59,6 +56,12 @@ class CallContext:
     replayed: list[JsonObj] = field(default_factory=list)  # log entries answered by a replay
     reissue: bool = False  # url-mode hold: re-send the call after the client's consent
     replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
+    released: bool = False
+    """The session went back to the pool (or is being wound down): nothing may use it any more."""
+
+    @property
+    def session(self) -> LegacySession:
+        return self.pooled.session
 
 
 @dataclass(eq=False)
@@ -74,28 +77,3 @@ class RouteRuntime:
     @property
     def name(self) -> str:
         return self.config.name
-
-
-def target_of(method: str, params: Mapping[str, Any]) -> str:
-    value = params.get("uri") if method == "resources/read" else params.get("name")
-    return str(value) if value is not None else ""
-
-
-def arguments_of(method: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    args = params.get("arguments")
-    return args if isinstance(args, Mapping) and method != "resources/read" else None
-
-
-def internal_request(method: str, params: JsonObj, capabilities: Mapping[str, Any] | None = None) -> Accepted:
-    """A request the gateway itself sends (e.g. tools/list for header validation)."""
-    return Accepted(
-        id=0,
-        method=method,
-        params=params,
-        protocol_version="2026-07-28",
-        client_capabilities=dict(capabilities or {}),
-        client_info=None,
-        log_level=None,
-        progress_token=None,
-        wants_sse=False,
-    )

@@ -46,7 +46,18 @@ from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS, validate_
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
+from gateway.frontdoor.wire import (
+    accepts,
+    fold,
+    id_of,
+    is_json_content_type,
+    is_request_id,
+    nesting_exceeds,
+    reject_constant,
+    summarize,
+)
 
 __all__ = [
     "Accepted",
@@ -71,7 +82,6 @@ _ROUTING_HEADERS: Final = (_VERSION_HEADER, _METHOD_HEADER, _NAME_HEADER)
 _NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
     {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 )
-_REASON_LIMIT: Final = 200
 MAX_NESTING: Final = 64
 """Deepest nesting of arrays and objects accepted in a request body (-32600 beyond it)."""
 
@@ -103,13 +113,24 @@ class LegacyHandshake:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    http_status: int
+    """The first rung that failed. Its HTTP status comes from the one table
+    (:func:`gateway.errors.http_status_for`); only the code-less HTTP refusals (405, 406, 408,
+    413, 415: no JSON-RPC body) carry their own ``status``."""
+
     code: int | None
     message: str
     reason: str
     id: str | int | None = None
     data: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    status: int | None = None
+
+    @property
+    def http_status(self) -> int:
+        if self.code is None:
+            assert self.status is not None, "a rejection without a JSON-RPC code carries its HTTP status"
+            return self.status
+        return http_status_for(self.code)
 
 
 Outcome = Accepted | NotificationAccepted | LegacyHandshake | Rejection
@@ -123,36 +144,74 @@ def classify(
     max_body_bytes: int,
 ) -> Outcome:
     """Run the front-door ladder over one HTTP exchange; the first failing rung wins."""
-    lines = _fold(headers)
+    lines = fold(headers)
+    wants_sse = _http_rungs(http_method, lines, body, max_body_bytes)
+    if isinstance(wants_sse, Rejection):
+        return wants_sse
+    message = _message_rungs(body)
+    if isinstance(message, Rejection):
+        return message
+    era = _era_rungs(lines, message)
+    if era is not None:
+        return era
+    envelope = _envelope_rungs(lines, message)
+    if isinstance(envelope, Rejection):
+        return envelope
+    return _request_rungs(message, envelope, wants_sse)
 
-    # 1-4: HTTP layer; these rejections carry no JSON-RPC body.
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """A decoded JSON-RPC request or notification object (rungs 5-6 passed)."""
+
+    body: Mapping[str, Any]
+    id: str | int | None
+    method: str
+    params: dict[str, Any]
+    meta: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    """A modern request's envelope (rungs 9-12 passed)."""
+
+    id: str | int
+    version: str
+    capabilities: dict[str, Any]
+
+
+def _http_rungs(http_method: str, lines: Mapping[str, list[str]], body: bytes, max_body_bytes: int) -> Rejection | bool:
+    """1-4: HTTP layer; these rejections carry no JSON-RPC body. Passed: whether SSE is acceptable."""
     if http_method != "POST":
-        return Rejection(405, None, "Method Not Allowed", "method_not_allowed", headers={"Allow": "POST"})
-    wants_json, wants_sse = _accepts(lines.get("accept", []))
+        return Rejection(None, "Method Not Allowed", "method_not_allowed", headers={"Allow": "POST"}, status=405)
+    wants_json, wants_sse = accepts(lines.get("accept", []))
     if not wants_json:
-        return Rejection(406, None, "Not Acceptable", "not_acceptable")
-    if not _is_json_content_type(lines.get("content-type", [])):
-        return Rejection(415, None, "Unsupported Media Type", "unsupported_media_type")
+        return Rejection(None, "Not Acceptable", "not_acceptable", status=406)
+    if not is_json_content_type(lines.get("content-type", [])):
+        return Rejection(None, "Unsupported Media Type", "unsupported_media_type", status=415)
     if len(body) > max_body_bytes:
-        return Rejection(413, None, "Content Too Large", "body_too_large")
+        return Rejection(None, "Content Too Large", "body_too_large", status=413)
+    return wants_sse
 
-    # 5-6: one JSON-RPC request or notification object.
+
+def _message_rungs(body: bytes) -> Rejection | _Message:
+    """5-6: one JSON-RPC request or notification object."""
     try:
-        decoded = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        decoded = json.loads(body.decode("utf-8"), parse_constant=reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         # ValueError covers JSONDecodeError and oversized integer literals.
-        return Rejection(400, PARSE_ERROR, "Parse error", "bad_json")
-    if _nesting_exceeds(decoded, MAX_NESTING):
+        return Rejection(PARSE_ERROR, "Parse error", "bad_json")
+    if nesting_exceeds(decoded, MAX_NESTING):
         # Deeper than any real request; re-encoding it (digests, the backend hop) would hit
         # Python's recursion limit and answer 500.
-        return _invalid_request("too_deep", _id_of(decoded))
+        return _invalid_request("too_deep", id_of(decoded))
     if isinstance(decoded, list):
         return _invalid_request("batch")
     if not isinstance(decoded, dict):
         return _invalid_request("not_object")
     message = cast("dict[str, Any]", decoded)
     request_id = message.get("id")
-    valid_id = request_id if _is_request_id(request_id) else None
+    valid_id = request_id if is_request_id(request_id) else None
     if "result" in message or "error" in message:
         return _invalid_request("posted_response", valid_id)
     if message.get("jsonrpc") != "2.0":
@@ -168,26 +227,36 @@ def classify(
     params = cast("dict[str, Any]", raw_params)
     raw_meta = params.get("_meta")
     meta = cast("dict[str, Any]", raw_meta) if isinstance(raw_meta, dict) else None
+    return _Message(message, valid_id, method, params, meta)
 
+
+def _era_rungs(lines: Mapping[str, list[str]], message: _Message) -> Outcome | None:
+    """7-8: a handshake-era message, or a notification; None for a modern request."""
     # 7: handshake era. A body that carries the modern envelope is not legacy even without the
     # header; it falls through to the header rung and hears -32020.
     version_lines = lines.get(_VERSION_HEADER.lower(), [])
     header_version = version_lines[0] if version_lines else None
-    envelope_claims_modern = meta is not None and PROTOCOL_VERSION_META_KEY in meta
+    envelope_claims_modern = message.meta is not None and PROTOCOL_VERSION_META_KEY in message.meta
     if (
-        method == "initialize"
+        message.method == "initialize"
         or (header_version is None and not envelope_claims_modern)
         or header_version in HANDSHAKE_PROTOCOL_VERSIONS
     ):
-        return LegacyHandshake(message)
+        return LegacyHandshake(message.body)
 
     # 8: notifications. The spec defines no client notifications over HTTP; acknowledge and drop
     # them, but tell a client at a version we do not serve so, as a request would be told.
-    if "id" not in message:
+    if "id" not in message.body:
         if header_version not in MODERN_PROTOCOL_VERSIONS:
             return _unsupported_version(header_version or "", None)
-        return NotificationAccepted(method)
-    assert valid_id is not None  # "id" is present and step 6 proved it valid
+        return NotificationAccepted(message.method)
+    return None
+
+
+def _envelope_rungs(lines: Mapping[str, list[str]], message: _Message) -> Rejection | _Envelope:
+    """9-12: routing headers, the per-request envelope, headers against body, a served version."""
+    valid_id = message.id
+    assert valid_id is not None  # "id" is present (rung 8) and rung 6 proved it valid
 
     # 9: first-copy and last-copy readers would disagree on a duplicated routing header.
     for header in _ROUTING_HEADERS:
@@ -199,6 +268,7 @@ def classify(
             )
 
     # 10: the per-request envelope.
+    meta = message.meta
     if meta is None:
         return _invalid_params(
             f"Invalid params: missing required _meta key {PROTOCOL_VERSION_META_KEY}, {CLIENT_CAPABILITIES_META_KEY}",
@@ -221,7 +291,7 @@ def classify(
 
     # 11: headers must say what the body says; runs before the version rung so that a client
     # contradicting itself is told so rather than told its version is unsupported.
-    mismatch = _routing_header_mismatch(lines, method, params, envelope_version, valid_id)
+    mismatch = _routing_header_mismatch(lines, message.method, message.params, envelope_version, valid_id)
     if mismatch is not None:
         return mismatch
 
@@ -235,10 +305,17 @@ def classify(
         )
     if envelope_version not in MODERN_PROTOCOL_VERSIONS:
         return _unsupported_version(envelope_version, valid_id)
+    return _Envelope(valid_id, envelope_version, cast("dict[str, Any]", capabilities))
+
+
+def _request_rungs(message: _Message, envelope: _Envelope, wants_sse: bool) -> Rejection | Accepted:
+    """13-15: a 2026-07-28 method, the optional envelope keys, the params shape."""
+    valid_id, method, params = envelope.id, message.method, message.params
+    meta = message.meta or {}
 
     # 13: a 2026-07-28 client request.
     if method not in MODERN_REQUEST_METHODS:
-        return Rejection(404, METHOD_NOT_FOUND, "Method not found", "method_not_found", valid_id)
+        return Rejection(METHOD_NOT_FOUND, "Method not found", "method_not_found", valid_id)
 
     # 14: optional envelope keys the gateway acts on.
     log_level = meta.get(LOG_LEVEL_META_KEY)
@@ -249,15 +326,35 @@ def classify(
             valid_id,
         )
     progress_token = meta.get("progressToken")
-    if "progressToken" in meta and not _is_request_id(progress_token):
+    if "progressToken" in meta and not is_request_id(progress_token):
         return _invalid_params(
             "Invalid params: _meta key progressToken must be a string or an integer",
             "bad_progress_token",
             valid_id,
         )
 
-    # 15: the params shape. The multi-round-trip fields are checked first so their rejection
-    # names them instead of drowning in a union's validation errors.
+    # 15: the params shape.
+    shape_problem = _params_shape(method, params, envelope.version, valid_id)
+    if shape_problem is not None:
+        return shape_problem
+
+    client_info = meta.get(CLIENT_INFO_META_KEY)
+    return Accepted(
+        id=valid_id,
+        method=method,
+        params=params,
+        protocol_version=envelope.version,
+        client_capabilities=envelope.capabilities,
+        client_info=cast("dict[str, Any]", client_info) if isinstance(client_info, dict) else None,
+        log_level=cast("str | None", log_level),
+        progress_token=cast("str | int | None", progress_token),
+        wants_sse=wants_sse,
+    )
+
+
+def _params_shape(method: str, params: Mapping[str, Any], version: str, valid_id: str | int) -> Rejection | None:
+    """15: the multi-round-trip fields are checked first so their rejection names them instead of
+    drowning in a union's validation errors."""
     if method in INPUT_REQUIRED_METHODS:
         responses = params.get("inputResponses")
         if "inputResponses" in params and not (
@@ -275,110 +372,10 @@ def classify(
     # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do.
     shape = {k: v for k, v in params.items() if k != "inputResponses"}
     try:
-        validate_client_request(method, envelope_version, shape)
+        validate_client_request(method, version, shape)
     except ValidationError as exc:
-        return _invalid_params("Invalid params", "invalid_params", valid_id, {"reason": _summarize(exc)})
-
-    client_info = meta.get(CLIENT_INFO_META_KEY)
-    return Accepted(
-        id=valid_id,
-        method=method,
-        params=params,
-        protocol_version=envelope_version,
-        client_capabilities=cast("dict[str, Any]", capabilities),
-        client_info=cast("dict[str, Any]", client_info) if isinstance(client_info, dict) else None,
-        log_level=cast("str | None", log_level),
-        progress_token=cast("str | int | None", progress_token),
-        wants_sse=wants_sse,
-    )
-
-
-def _fold(headers: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-    """Group raw header lines by lowercase name, keeping every copy; values lose edge OWS."""
-    folded: dict[str, list[str]] = {}
-    for name, value in headers:
-        folded.setdefault(name.lower(), []).append(value.strip(" \t"))
-    return folded
-
-
-def _accepts(accept_lines: Sequence[str]) -> tuple[bool, bool]:
-    """`(allows application/json, allows text/event-stream)` for the Accept header lines.
-
-    The most specific matching media range decides (`type/subtype` over `type/*` over `*/*`),
-    and a range with `q=0` refuses (RFC 9110 §12.5.1). A missing Accept allows nothing: the spec
-    makes clients list their types.
-    """
-    ranges: list[tuple[str, str, float]] = []
-    for line in accept_lines:
-        for item in line.split(","):
-            media, *parameters = item.split(";")
-            main, _, sub = media.strip().lower().partition("/")
-            if not main or not sub:
-                continue
-            quality = 1.0
-            for parameter in parameters:
-                key, _, value = parameter.partition("=")
-                if key.strip().lower() == "q":
-                    try:
-                        quality = float(value.strip())
-                    except ValueError:
-                        quality = 1.0
-            ranges.append((main, sub, quality))
-
-    def allows(main: str, sub: str) -> bool:
-        best_rank, best_quality = -1, 0.0
-        for range_main, range_sub, quality in ranges:
-            if (range_main, range_sub) == (main, sub):
-                rank = 2
-            elif (range_main, range_sub) == (main, "*"):
-                rank = 1
-            elif (range_main, range_sub) == ("*", "*"):
-                rank = 0
-            else:
-                continue
-            if rank > best_rank or (rank == best_rank and quality > best_quality):
-                best_rank, best_quality = rank, quality
-        return best_rank >= 0 and best_quality > 0
-
-    return allows("application", "json"), allows("text", "event-stream")
-
-
-def _is_json_content_type(content_type_lines: Sequence[str]) -> bool:
-    if len(content_type_lines) != 1:
-        return False
-    media = content_type_lines[0].split(";", 1)[0]
-    return media.strip().lower() == "application/json"
-
-
-def _nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
-def _id_of(decoded: Any) -> str | int | None:
-    request_id = decoded.get("id") if isinstance(decoded, dict) else None
-    return request_id if _is_request_id(request_id) else None
-
-
-def _reject_constant(name: str) -> Any:
-    """`json.loads` hook: NaN and Infinity are not JSON."""
-    raise ValueError(f"non-JSON constant {name}")
-
-
-def _is_request_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+        return _invalid_params("Invalid params", "invalid_params", valid_id, {"reason": summarize(exc)})
+    return None
 
 
 def _routing_header_mismatch(
@@ -423,37 +420,22 @@ def _routing_header_mismatch(
 
 
 def _invalid_request(reason: str, request_id: str | int | None = None) -> Rejection:
-    return Rejection(400, INVALID_REQUEST, "Invalid Request", reason, request_id)
+    return Rejection(INVALID_REQUEST, "Invalid Request", reason, request_id)
 
 
 def _invalid_params(message: str, reason: str, request_id: str | int, data: Any = None) -> Rejection:
-    return Rejection(400, INVALID_PARAMS, message, reason, request_id, data)
+    return Rejection(INVALID_PARAMS, message, reason, request_id, data)
 
 
 def _header_mismatch(message: str, reason: str, request_id: str | int) -> Rejection:
-    return Rejection(400, HEADER_MISMATCH, message, f"header_mismatch.{reason}", request_id)
+    return Rejection(HEADER_MISMATCH, message, f"header_mismatch.{reason}", request_id)
 
 
 def _unsupported_version(requested: str, request_id: str | int | None) -> Rejection:
     return Rejection(
-        400,
         UNSUPPORTED_PROTOCOL_VERSION,
         "Unsupported protocol version",
         "unsupported_version",
         request_id,
         {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
     )
-
-
-def _summarize(exc: ValidationError) -> str:
-    """One short line for `data.reason`: where the first error is and what it is, never the input."""
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    if not errors:
-        return "invalid params"
-    first = errors[0]
-    loc = first["loc"][1:] if first["loc"][:1] == ("params",) else first["loc"]
-    location = ".".join(str(part) for part in loc) or "params"
-    text = f"{location}: {first['msg']}"
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more)"
-    return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT] + "..."

@@ -16,10 +16,8 @@ from typing import Any
 
 import structlog
 
-from gateway.calls import CallDriver, Caller, RouteRuntime
-from gateway.calls.context import internal_request
+from gateway.calls import Call, CallDriver, CallRequest
 from gateway.errors import GatewayError, InvalidParams, UpstreamError
-from gateway.frontdoor.classify import Accepted
 from gateway.translate import catalogue
 
 log = structlog.get_logger("gateway.frontdoor")
@@ -29,14 +27,12 @@ MAX_PAGES = 20
 _LISTED = {"tools/call": ("tools/list", "tools"), "prompts/get": ("prompts/list", "prompts")}
 
 
-async def _listing(
-    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, method: str, field: str
-) -> list[Any]:
+async def _listing(driver: CallDriver, call: Call, method: str, field: str) -> list[Any]:
     entries: list[Any] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         params: dict[str, Any] = {"cursor": cursor} if cursor else {}
-        page = await driver.call(route, internal_request(method, params, request.client_capabilities), caller)
+        page = await driver.call(call.with_request(CallRequest(method, params, call.request.client_capabilities)))
         items = page.get(field)
         entries.extend(items if isinstance(items, list) else [])
         next_cursor = page.get("nextCursor")
@@ -46,53 +42,51 @@ async def _listing(
     return entries
 
 
-async def _problem(driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted) -> str | None:
+async def _problem(driver: CallDriver, call: Call) -> str | None:
+    request = call.request
     params = request.params
     if request.method == "resources/read":
         uri = params.get("uri")
         if not isinstance(uri, str):
             return None
-        resources = await _listing(driver, route, caller, request, "resources/list", "resources")
-        templates = await _listing(driver, route, caller, request, "resources/templates/list", "resourceTemplates")
+        resources = await _listing(driver, call, "resources/list", "resources")
+        templates = await _listing(driver, call, "resources/templates/list", "resourceTemplates")
         return catalogue.unknown_resource(resources, templates, uri)
     listed = _LISTED.get(request.method)
     name = params.get("name")
     if listed is None or not isinstance(name, str):
         return None
-    entries = await _listing(driver, route, caller, request, *listed)
+    entries = await _listing(driver, call, *listed)
     if request.method == "tools/call":
         return catalogue.unknown_tool(entries, name)
     return catalogue.prompt_problem(entries, name, params.get("arguments"))
 
 
-async def refine_error(
-    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, exc: GatewayError
-) -> GatewayError:
+async def refine_error(driver: CallDriver, call: Call, exc: GatewayError) -> GatewayError:
     """``exc``, or -32602 when the backend's listings show the client named something unknown."""
     if (
         not isinstance(exc, UpstreamError)
         or exc.code == InvalidParams.code
-        or request.method not in (*_LISTED, "resources/read")
+        or call.request.method not in (*_LISTED, "resources/read")
     ):
         return exc
-    return await _checked(driver, route, caller, request) or exc
+    return await _checked(driver, call) or exc
 
 
-async def check_tool_result(
-    driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted, result: Mapping[str, Any]
-) -> None:
+async def check_tool_result(driver: CallDriver, call: Call, result: Mapping[str, Any]) -> None:
     """Raise -32602 when an ``isError`` result of ``tools/call`` answered an unknown tool."""
+    request = call.request
     if request.method != "tools/call" or result.get("isError") is not True or "requestState" in request.params:
         return
-    refused = await _checked(driver, route, caller, request)
+    refused = await _checked(driver, call)
     if refused is not None:
         raise refused
 
 
-async def _checked(driver: CallDriver, route: RouteRuntime, caller: Caller, request: Accepted) -> InvalidParams | None:
+async def _checked(driver: CallDriver, call: Call) -> InvalidParams | None:
     try:
-        problem = await _problem(driver, route, caller, request)
+        problem = await _problem(driver, call)
     except GatewayError as exc:  # the listing failed: the backend's own answer stands
-        log.info("catalogue_unavailable", route=route.name, reason=exc.reason)
+        log.info("catalogue_unavailable", route=call.route.name, reason=exc.reason)
         return None
     return None if problem is None else InvalidParams(problem, reason="unknown_name")

@@ -16,16 +16,18 @@ number and a deadline. The registry enforces three things the sealed state canno
 
 from __future__ import annotations
 
-import asyncio
 import math
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
-from gateway.errors import HoldLost, Overloaded
+from gateway.errors import HoldLimitReached, Overloaded
+from gateway.tasks import TaskGroup
+
+__all__ = ["HeldCall", "Hold", "HoldLimitReached", "HoldObserver", "HoldRegistry", "Pending", "RefusedHold"]
 
 JsonObj = dict[str, Any]
 
@@ -40,8 +42,21 @@ class Pending:
     elicitation_id: str | None = None
 
 
+class HeldCall(Protocol):
+    """What a hold keeps for the call layer between rounds (its lease, exchange, capabilities…).
+
+    The registry never looks inside; expiry hands the whole hold to ``on_expire``, which knows the
+    concrete type (:class:`gateway.calls.context.CallContext`). A url-mode hold has no exchange running:
+    it waits for the client's consent before the call is sent again."""
+
+    reissue: bool
+
+
+C = TypeVar("C", bound=HeldCall)
+
+
 @dataclass(eq=False)
-class Hold:
+class Hold(Generic[C]):
     id: str
     route: str
     principal: str | None
@@ -49,7 +64,7 @@ class Hold:
     target: str
     args_digest: str
     deadline: float
-    context: Any  # the call driver's state: leased session, exchange, capabilities…
+    context: C
     pending: dict[str, Pending] = field(default_factory=dict)
     round: int = 0
     """Round of the currently outstanding requestState (0 until the first is sealed)."""
@@ -74,9 +89,9 @@ class Hold:
 class HoldObserver(Protocol):
     """Told when a retry resumes a hold and when a hold ends (the metrics' hold age and rounds)."""
 
-    def resumed(self, hold: Hold, waited: float) -> None: ...
+    def resumed(self, hold: Hold[Any], waited: float) -> None: ...
 
-    def ended(self, hold: Hold) -> None: ...
+    def ended(self, hold: Hold[Any]) -> None: ...
 
 
 class RefusedHold(Exception):
@@ -87,16 +102,7 @@ class RefusedHold(Exception):
         self.reason = reason
 
 
-class HoldLimitReached(HoldLost):
-    """A call used up its rounds or its absolute deadline; its hold was ended like an expired one,
-    so to the client it is a lost hold (start the call again) with its own ``data.cause``."""
-
-    def __init__(self, cause: str, message: str) -> None:
-        super().__init__(cause)
-        self.message = message
-
-
-class HoldRegistry:
+class HoldRegistry(Generic[C]):
     def __init__(
         self,
         *,
@@ -104,11 +110,12 @@ class HoldRegistry:
         max_per_principal: int,
         max_anonymous: int | None = None,
         retry_after: int,
-        on_expire: Callable[[Hold], Coroutine[Any, Any, None]],
+        on_expire: Callable[[Hold[C]], Awaitable[None]],
         on_change: Callable[[int], None] | None = None,
         observer: HoldObserver | None = None,
+        tasks: TaskGroup | None = None,
     ) -> None:
-        self._holds: dict[str, Hold] = {}
+        self._holds: dict[str, Hold[C]] = {}
         self._per_principal: Counter[str] = Counter()
         self._max = max_holds
         self._max_per_principal = max_per_principal
@@ -118,7 +125,8 @@ class HoldRegistry:
         self._on_expire = on_expire
         self._on_change = on_change
         self._observer = observer
-        self._expiring: set[asyncio.Task[None]] = set()
+        # Expiries run in the background, owned by the group the application ends at shutdown.
+        self._expiring = tasks or TaskGroup("hold-expiry")
 
     def __len__(self) -> int:
         return len(self._holds)
@@ -144,13 +152,13 @@ class HoldRegistry:
     def new_id(self) -> str:
         return secrets.token_urlsafe(12)
 
-    def add(self, hold: Hold) -> None:
+    def add(self, hold: Hold[C]) -> None:
         self.admit(hold.principal)
         self._holds[hold.id] = hold
         self._per_principal[hold.principal or "-"] += 1
         self._report()
 
-    def take(self, hold_id: str, round_: int) -> Hold:
+    def take(self, hold_id: str, round_: int) -> Hold[C]:
         """Claim a hold for one retry; refuse when absent, busy, or the round is not current."""
         hold = self._holds.get(hold_id)
         if hold is None:
@@ -166,7 +174,7 @@ class HoldRegistry:
             self._observer.resumed(hold, time.monotonic() - hold.asked_at)
         return hold
 
-    def put_back(self, hold: Hold, *, next_round: bool, deadline: float) -> None:
+    def put_back(self, hold: Hold[C], *, next_round: bool, deadline: float) -> None:
         """Return a claimed hold for its next retry; ``next_round`` invalidates the old state.
 
         The TTL ``deadline`` is capped by the call's absolute deadline. A hold that would open a
@@ -185,17 +193,18 @@ class HoldRegistry:
         hold.deadline = min(deadline, hold.not_after)
         hold.busy = False
 
-    def _end(self, hold: Hold) -> None:
+    def _end(self, hold: Hold[C]) -> None:
         self.remove(hold)
-        task = asyncio.create_task(self._on_expire(hold), name=f"hold-expire-{hold.id}")
-        self._expiring.add(task)
-        task.add_done_callback(self._expiring.discard)
+        self._expiring.spawn(self._expire(hold), name="hold-expire")
 
-    def release_claim(self, hold: Hold) -> None:
+    async def _expire(self, hold: Hold[C]) -> None:
+        await self._on_expire(hold)
+
+    def release_claim(self, hold: Hold[C]) -> None:
         """A claimed hold whose retry failed before any backend effect: same round stays valid."""
         hold.busy = False
 
-    def remove(self, hold: Hold) -> None:
+    def remove(self, hold: Hold[C]) -> None:
         if self._holds.pop(hold.id, None) is not None:
             key = hold.principal or "-"
             self._per_principal[key] -= 1
@@ -205,7 +214,7 @@ class HoldRegistry:
                 self._observer.ended(hold)
             self._report()
 
-    def expired(self, now: float | None = None) -> list[Hold]:
+    def expired(self, now: float | None = None) -> list[Hold[C]]:
         now = time.monotonic() if now is None else now
         return [h for h in self._holds.values() if h.deadline <= now and not h.busy]
 
@@ -220,5 +229,4 @@ class HoldRegistry:
         """Expire every hold now (shutdown) and wait for the backends to be answered."""
         for hold in list(self._holds.values()):
             self._end(hold)
-        if self._expiring:
-            await asyncio.gather(*self._expiring, return_exceptions=True)
+        await self._expiring.wait()

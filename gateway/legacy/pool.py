@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,18 +33,14 @@ from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
+from gateway.state.claims import credential_digest
+from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
 
 PoolKey = tuple[str, str]
 LegacySession = StreamableHttpSession | HttpSseSession | StdioSession
-
-
-def credential_digest(credential: str | None) -> str:
-    if not credential:
-        return "-"
-    return hashlib.sha256(credential.encode()).hexdigest()[:32]
 
 
 @dataclass(eq=False)
@@ -80,8 +75,13 @@ class SessionPool:
         *,
         on_change: Callable[[str, int], None] | None = None,
         on_initialize: Callable[[str], None] | None = None,
+        tasks: TaskGroup | None = None,
     ) -> None:
         self._http = http
+        # Closing dead sessions and answering expired requests run in the background, owned by the
+        # group the application ends at shutdown (after :meth:`close`).
+        self._tasks = tasks or TaskGroup(f"pool-{route.name}")
+        self._owns_tasks = tasks is None
         self._on_initialize = on_initialize
         self._route = route
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
@@ -91,7 +91,6 @@ class SessionPool:
         self._lock = asyncio.Lock()
         self._on_change = on_change
         self.initializations = 0
-        self._answering: set[asyncio.Task[None]] = set()
 
     def _all(self) -> list[PooledSession]:
         return [p for sessions in self._sessions.values() for p in sessions]
@@ -170,7 +169,7 @@ class SessionPool:
             if pooled.session is not expired:
                 return  # another user of this shared session already replaced it
             pooled.session = await self._open(normalized_caps, headers)
-        asyncio.create_task(expired.close())  # noqa: RUF006 - best-effort DELETE of a dead session
+        self._tasks.spawn(expired.close(), name="pool-close-expired")  # best-effort DELETE of a dead session
 
     def release(self, pooled: PooledSession, *, reusable: bool = True, exclusive: bool = True) -> None:
         if exclusive:
@@ -193,7 +192,7 @@ class SessionPool:
             sessions.remove(pooled)
             if not sessions:
                 del self._sessions[pooled.key]
-            asyncio.create_task(pooled.session.close())  # noqa: RUF006 - close is bounded and never raises
+            self._tasks.spawn(pooled.session.close(), name="pool-close")  # bounded and never raises
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
         """A session no call leases (a subscription listener) whose notifications go to ``sink``.
@@ -306,9 +305,7 @@ class SessionPool:
         for pooled in self._all():
             for request in pooled.session.expired_unclaimed(older_than):
                 log.info("unclaimed_server_request_expired", route=self._route.name, method=request.method)
-                task = asyncio.create_task(self._answer_expired(pooled.session, request))
-                self._answering.add(task)
-                task.add_done_callback(self._answering.discard)
+                self._tasks.spawn(self._answer_expired(pooled.session, request), name="pool-answer-expired")
 
     @staticmethod
     async def _answer_expired(session: LegacySession, request: ServerRequest) -> None:
@@ -323,4 +320,6 @@ class SessionPool:
         self._detached.clear()
         with contextlib.suppress(Exception):
             await asyncio.gather(*(session.close() for session in everything), return_exceptions=True)
+        if self._owns_tasks:
+            await self._tasks.aclose()
         self._report()

@@ -25,7 +25,6 @@ This module is pure: stdlib only, no I/O, no aiohttp.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -33,7 +32,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Claims", "args_digest", "b64url_nopad", "principal_tag", "request_digest"]
+from gateway.state.encoding import b64url_nopad
+
+__all__ = [
+    "Claims",
+    "RequestIdentity",
+    "args_digest",
+    "b64url_nopad",
+    "credential_digest",
+    "principal_tag",
+    "request_digest",
+]
 
 _DIGEST_BYTES = 16
 
@@ -69,11 +78,6 @@ class Claims:
     """Replica id of the gateway instance that holds the exchange."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Small JSON-native extras, sealed too."""
-
-
-def b64url_nopad(data: bytes) -> str:
-    """Base64url without padding: the one text encoding every value in this package uses."""
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
 def args_digest(arguments: Mapping[str, Any] | None) -> str:
@@ -122,3 +126,28 @@ def principal_tag(credential: str | None, salt: bytes) -> str | None:
         return None
     mac = hmac.new(salt, credential.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
     return b64url_nopad(mac[:_DIGEST_BYTES])
+
+
+@dataclass(frozen=True, slots=True)
+class RequestIdentity:
+    """What a requestState binds a retry to besides its caller: the method, its target (tool or
+    prompt name, or resource URI) and :func:`args_digest` of its arguments."""
+
+    method: str
+    target: str
+    args_digest: str
+
+    @classmethod
+    def of(cls, method: str, params: Mapping[str, Any]) -> RequestIdentity:
+        value = params.get("uri") if method == "resources/read" else params.get("name")
+        arguments = params.get("arguments")
+        bound = arguments if isinstance(arguments, Mapping) and method != "resources/read" else None
+        return cls(method, str(value) if value is not None else "", args_digest(bound))
+
+
+def credential_digest(credential: str | None) -> str:
+    """A short unkeyed digest of a client credential: what backend sessions, caches and old clients'
+    session ids are keyed by (never the credential itself)."""
+    if not credential:
+        return "-"
+    return hashlib.sha256(credential.encode()).hexdigest()[:32]

@@ -174,7 +174,6 @@ def test_the_package_is_read(modules: dict[str, Module]) -> None:
     assert not any(_within(name, EXCLUDED) for name in modules)
 
 
-@pytest.mark.xfail(strict=True, reason="keys.py <-> legacy_passthrough.py: goes with the one front-door object")
 def test_no_import_cycles(modules: dict[str, Module]) -> None:
     graph = import_graph(modules)
     cycles = find_cycles(graph)
@@ -184,19 +183,16 @@ def test_no_import_cycles(modules: dict[str, Module]) -> None:
     assert not described, "import cycles:\n" + "\n".join(described)
 
 
-@pytest.mark.xfail(strict=True, reason="calls/driver.py, frontdoor/classify.py, legacy/base.py not split yet")
 def test_no_module_over_the_line_limit(modules: dict[str, Module]) -> None:
     too_long = sorted(f"{m.name} ({m.lines} lines)" for m in modules.values() if m.lines > MAX_MODULE_LINES)
     assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
 
 
-@pytest.mark.xfail(strict=True, reason="frontdoor/classify.py: classify() still one ladder, to become named rungs")
 def test_no_function_over_the_line_limit(modules: dict[str, Module]) -> None:
     too_long = sorted(found for m in modules.values() for found in long_functions(m))
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines: {too_long}"
 
 
-@pytest.mark.xfail(strict=True, reason="calls/ takes Accepted from frontdoor/; replicas/forward.py takes sse_event")
 def test_layers(modules: dict[str, Module]) -> None:
     violations = layer_violations(modules)
     assert not violations, "layer rules broken:\n" + "\n".join(violations)

@@ -1,0 +1,203 @@
+"""A modern (2026-07-28) request past the ladder: into the core, and its answer back out.
+
+``subscriptions/listen`` becomes a long-lived SSE stream (:mod:`gateway.listen`). Everything else
+becomes a :class:`~gateway.calls.request.Call`. A retry's requestState is opened here, before the
+core runs (:class:`~gateway.state.boundary.RequestStateBoundary`): a call this replica holds is
+resumed by the driver; a call another replica holds is forwarded to it over the authenticated hop
+(:mod:`gateway.replicas.forward`), or — when that replica is provably gone — replayed or answered as
+lost, by the route's policy. The answer is one JSON response, or an SSE stream when notifications
+were asked for and sent first (:class:`~gateway.frontdoor.stream.ResponseStream`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import structlog
+from aiohttp import web
+from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+
+from gateway import envelopes
+from gateway.calls import Call, CallRequest, RouteRuntime
+from gateway.errors import GatewayError, InvalidParams
+from gateway.frontdoor import upstream_errors
+from gateway.frontdoor.classify import Accepted, Rejection
+from gateway.frontdoor.door import FrontDoor, Inbound
+from gateway.frontdoor.headers import check_param_headers
+from gateway.frontdoor.responses import error_response, json_response, refuse
+from gateway.frontdoor.stream import ResponseStream
+from gateway.legacy.session import JsonObj
+from gateway.listen import Listener, acknowledged, stream_listener
+from gateway.observability.requests import record_of
+from gateway.replicas.forward import OWNER_UNREACHABLE
+from gateway.state.claims import Claims, credential_digest
+from gateway.translate.cursors import InvalidCursor
+
+log = structlog.get_logger("gateway.frontdoor")
+
+PAGINATED_METHODS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+"""Methods whose ``cursor``/``nextCursor`` the gateway wraps (server/utilities/pagination.mdx)."""
+CLIENT_MISTAKES = frozenset({INVALID_PARAMS, METHOD_NOT_FOUND})
+"""Error codes that are the client's own mistake: answered, counted, not logged as failures."""
+
+
+async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
+    route = inbound.route
+    record = record_of(inbound.request)
+    request = CallRequest(outcome.method, outcome.params, outcome.client_capabilities)
+    record.call(route.name, outcome.method, request.identity.target or None)
+    if (draining := door.drain.refuse(outcome.method, outcome.params)) is not None:
+        record.failed(draining.code, draining.reason)
+        return error_response(outcome.id, draining)  # a new call while this replica drains (gateway.drain)
+    if outcome.method == "subscriptions/listen":
+        return await _serve_listen(door, inbound, outcome)
+    if outcome.method == "tools/call":
+        rejection = await _check_param_headers(door, inbound, outcome)
+        if rejection is not None:
+            return refuse(door.metrics, inbound.request, rejection)
+    stream = ResponseStream(
+        inbound.request, progress_token=outcome.progress_token, log_level=outcome.log_level, enabled=outcome.wants_sse
+    )
+    call = Call(route, request, inbound.caller(), stream.on_notification, observer=record)
+    try:
+        try:
+            if outcome.method in PAGINATED_METHODS:
+                call = dataclasses.replace(call, request=_unwrap_cursor(door, route, request))
+            answer = await _answer(door, inbound, outcome, call)
+            if isinstance(answer, web.StreamResponse):
+                return answer  # the owner replica answered, through us
+            await upstream_errors.check_tool_result(door.driver, call, answer)
+        except GatewayError as raised:
+            exc = await upstream_errors.refine_error(door.driver, call, raised)
+            return await _failed(door, inbound, outcome, stream, exc)
+        if outcome.method in PAGINATED_METHODS:
+            answer = _wrap_cursor(door, route, outcome.method, answer)
+        kind = str(answer.get("resultType", "complete"))
+        record.outcome = kind
+        door.metrics.requests.labels(route.name, outcome.method, kind).inc()
+        payload = envelopes.result(outcome.id, answer)
+        if stream.committed:
+            return await stream.finish(envelopes.encode(payload))
+        return json_response(payload)
+    finally:
+        await stream.stop_keepalive()
+
+
+async def _answer(door: FrontDoor, inbound: Inbound, outcome: Accepted, call: Call) -> JsonObj | web.StreamResponse:
+    """A new call goes to the driver; a retry's state is opened first, and the owner of its hold decides."""
+    request = call.request
+    if request.method not in INPUT_REQUIRED_METHODS or request.request_state is None:
+        return await door.driver.call(call)
+    claims = door.boundary.open(call.route.name, request.method, request.params, call.caller.principal)
+    record_of(inbound.request).held(claims.hold_id, claims.round)
+    if door.boundary.owned_here(claims):
+        return await door.driver.resume(call, claims)
+    return await _elsewhere(door, inbound, outcome, call, claims)
+
+
+async def _elsewhere(
+    door: FrontDoor, inbound: Inbound, outcome: Accepted, call: Call, claims: Claims
+) -> JsonObj | web.StreamResponse:
+    """The hold lives in another replica: forward the retry to it, unless it is provably gone."""
+    owner_url = door.boundary.owner_url(claims)
+    if owner_url is None:
+        # deny-on-error: an owner with no known address may well be alive and holding the call.
+        return await door.driver.replay_or_lost(call, claims, proven=False)
+    if inbound.forwarded:
+        # Forwarded here because this is the owner's address, yet another replica answers at it:
+        # the owner is gone. A hop that reached any other address proves nothing.
+        moved = door.boundary.advertise_url is not None and owner_url == door.boundary.advertise_url
+        return await door.driver.replay_or_lost(call, claims, proven=moved)
+    forwarded = await door.hop.forward(inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id)
+    if not isinstance(forwarded, GatewayError):
+        record = record_of(inbound.request)
+        record.outcome, record.backend_status = "forwarded", forwarded.status
+        door.metrics.requests.labels(call.route.name, outcome.method, "forwarded").inc()
+        return forwarded
+    # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).
+    return await door.driver.replay_or_lost(call, claims, proven=forwarded.reason == OWNER_UNREACHABLE, lost=forwarded)
+
+
+async def _failed(
+    door: FrontDoor, inbound: Inbound, outcome: Accepted, stream: ResponseStream, exc: GatewayError
+) -> web.StreamResponse:
+    door.metrics.requests.labels(inbound.route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
+    record_of(inbound.request).failed(exc.code, exc.reason)
+    if exc.code not in CLIENT_MISTAKES:
+        log.warning("request_failed", reason=exc.reason, code=exc.code, detail=getattr(exc, "detail", None))
+    if stream.committed:
+        return await stream.finish(envelopes.encode(envelopes.error(outcome.id, exc.to_error())))
+    return error_response(outcome.id, exc)
+
+
+async def _check_param_headers(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> Rejection | None:
+    """``Mcp-Param-*`` headers against the tool's ``x-mcp-header`` annotations (needs its inputSchema)."""
+    name = outcome.params.get("name")
+    if not isinstance(name, str):
+        return None
+    listing = Call(
+        inbound.route, CallRequest(outcome.method, outcome.params, outcome.client_capabilities), inbound.caller()
+    )
+    schema = await door.schemas.input_schema(listing, name)
+    arguments = outcome.params.get("arguments")
+    headers = list(inbound.request.headers.items())
+    problem = check_param_headers(headers, arguments if isinstance(arguments, dict) else None, schema)
+    if problem is None:
+        return None
+    return Rejection(HEADER_MISMATCH, problem, "header_mismatch.mcp-param", id=outcome.id)
+
+
+async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
+    """``subscriptions/listen``: always a long-lived SSE stream (406 when the client cannot take one)."""
+    if not outcome.wants_sse:
+        record_of(inbound.request).outcome = "rejected"
+        return web.Response(status=406)
+    route = inbound.route
+    caller = inbound.caller()
+    requested = outcome.params.get("notifications")
+    requested = requested if isinstance(requested, dict) else {}
+
+    async def open_session(sink: Any) -> Any:
+        return await route.pool.open_detached(caller.forward_headers, sink)
+
+    def listener_for(capabilities: Any) -> Listener:
+        return Listener(outcome.id, acknowledged(requested, capabilities))
+
+    key = (route.config.path, credential_digest(caller.session_identity))
+    try:
+        hub, listener = await door.hubs.join(
+            key, open_session, route.config.backend.timeout, listener_for, route.pool.close_detached
+        )
+    except GatewayError as exc:
+        record_of(inbound.request).failed(exc.code, exc.reason)
+        return error_response(outcome.id, exc)
+    door.metrics.requests.labels(route.name, outcome.method, "listen").inc()
+    record_of(inbound.request).outcome = "listen"
+    try:
+        return await stream_listener(inbound.request, hub, listener)
+    finally:
+        door.hubs.leave(key)
+        await door.hubs.close_idle()
+
+
+def _unwrap_cursor(door: FrontDoor, route: RouteRuntime, request: CallRequest) -> CallRequest:
+    """The request with the backend's own cursor in place of the one the gateway issued."""
+    cursor = request.params.get("cursor")
+    if cursor is None:
+        return request
+    if not isinstance(cursor, str):
+        raise InvalidParams("Invalid cursor", reason="invalid_cursor")
+    try:
+        backend_cursor = door.cursors.unwrap(route.name, request.method, cursor)
+    except InvalidCursor:
+        raise InvalidParams("Invalid cursor", reason="invalid_cursor") from None
+    return dataclasses.replace(request, params={**request.params, "cursor": backend_cursor})
+
+
+def _wrap_cursor(door: FrontDoor, route: RouteRuntime, method: str, result: JsonObj) -> JsonObj:
+    cursor = result.get("nextCursor")
+    if isinstance(cursor, str) and cursor:
+        return {**result, "nextCursor": door.cursors.wrap(route.name, method, cursor)}
+    return result

@@ -1,0 +1,67 @@
+"""Background work with an owner: every task the gateway starts outside a request belongs to a group.
+
+A hold that expires answers its backend, an abandoned call is cancelled upstream, a dead session is
+closed: work that must not block the request that caused it. ``asyncio.create_task`` alone leaves
+such a task without an owner — nobody awaits it at shutdown, and the loop may collect it half-way
+("Task was destroyed but it is pending"). A :class:`TaskGroup` keeps a strong reference to each of
+its tasks until it ends, logs a failure instead of losing it, and is closed by the application's
+cleanup context that created it (create, yield, cancel, await), after the work that may still spawn
+into it has stopped (:mod:`gateway.app`).
+
+Not :class:`asyncio.TaskGroup`: that one cancels every sibling when one task fails, and must be
+entered and left by one task, while an aiohttp cleanup context starts in one task and ends in another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("gateway.tasks")
+
+
+class TaskGroup:
+    """A set of background tasks that ends together: :meth:`spawn` adds one, :meth:`aclose` ends all."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str | None = None) -> asyncio.Task[None]:
+        """Run ``coro`` in the background, owned by this group until it ends.
+
+        After :meth:`aclose` the coroutine is still run (so the work it does, e.g. handing a session
+        back, is not skipped silently) but it is cancelled at its first wait, like its siblings were.
+        """
+        task = asyncio.get_running_loop().create_task(coro, name=name or f"{self.name}-task")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        if self._closed:
+            task.cancel()
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background_task_failed", group=self.name, task=task.get_name(), exc_info=task.exception())
+
+    async def wait(self) -> None:
+        """Wait until every task spawned so far (and any they spawn meanwhile) has ended."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel every task and wait until all have ended; tasks spawned later are cancelled at once."""
+        self._closed = True
+        while self._tasks:
+            pending = list(self._tasks)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,284 @@
+"""The rooms of the call path, each on its own: the request value, the tool-schema cache, rounds,
+the replay decision, the requestState boundary and the background task groups."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+import pytest
+
+from gateway.calls import Call, CallContext, Caller, CallRequest, RouteRuntime, ToolSchemas
+from gateway.calls.replay import ReplayGuard
+from gateway.calls.replayer import Replayer
+from gateway.calls.rounds import Rounds
+from gateway.config.load import parse_config
+from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
+from gateway.holds.registry import Hold, HoldRegistry, Pending
+from gateway.observability.metrics import Metrics
+from gateway.state.boundary import RequestStateBoundary
+from gateway.state.claims import RequestIdentity
+from gateway.state.codec import KeyRing
+from gateway.tasks import TaskGroup
+
+KEY = b"k" * 32
+
+
+def _route(**holds: Any) -> RouteRuntime:
+    settings = parse_config(
+        {
+            "state": {"keys": ["k" * 32]},
+            "routes": [{"name": "r", "path": "/mcp", "backend": {"url": "http://127.0.0.1:1/mcp"}, "holds": holds}],
+        },
+        env={},
+    )
+    return RouteRuntime(settings.routes[0], pool=cast(Any, None))
+
+
+def _call(method: str = "tools/call", params: dict[str, Any] | None = None, principal: str | None = "alice") -> Call:
+    request = CallRequest(method, params or {"name": "t", "arguments": {"a": 1}}, {"elicitation": {}})
+    return Call(_route(), request, Caller(principal, {}))
+
+
+def _boundary(refusals: list[str] | None = None, replica: str = "one") -> RequestStateBoundary:
+    sink = refusals if refusals is not None else []
+    return RequestStateBoundary(KeyRing([KEY]), replica_id=replica, ttl=600, count_refusal=sink.append)
+
+
+# -- the request value ---------------------------------------------------------------------------
+
+
+def test_the_request_carries_no_json_rpc_id_and_knows_what_a_state_binds() -> None:
+    request = CallRequest("resources/read", {"uri": "file:///a", "requestState": "s", "inputResponses": {"k": {}}})
+    assert not hasattr(request, "id")
+    assert request.identity == RequestIdentity.of("resources/read", {"uri": "file:///a"})
+    assert request.identity.target == "file:///a"
+    assert (request.request_state, dict(request.input_responses)) == ("s", {"k": {}})
+
+
+def test_a_derived_call_keeps_route_and_caller_but_no_sink_or_observer() -> None:
+    async def sink(_notification: Any) -> None: ...
+
+    class Observer:
+        def held(self, hold_id: str, round_: int) -> None: ...
+
+    call = Call(_route(), CallRequest("tools/call"), Caller("alice", {}), sink, Observer())
+    listing = call.with_request(CallRequest("tools/list"))
+    assert (listing.route, listing.caller) == (call.route, call.caller)
+    assert (listing.on_notification, listing.observer) == (None, None)
+
+
+# -- the tool-schema cache -----------------------------------------------------------------------
+
+
+async def test_tool_schemas_are_listed_once_per_credential_across_pages() -> None:
+    listed: list[Call] = []
+
+    async def list_tools(call: Call) -> dict[str, Any]:
+        listed.append(call)
+        if "cursor" not in call.request.params:
+            return {"tools": [{"name": "a", "inputSchema": {"type": "object"}}], "nextCursor": "p2"}
+        return {"tools": [{"name": "b", "inputSchema": {"type": "object", "x": 1}}, {"name": "no-schema"}]}
+
+    schemas = ToolSchemas(list_tools)
+    call = _call()
+    assert await schemas.input_schema(call, "b") == {"type": "object", "x": 1}
+    assert await schemas.input_schema(call, "a") == {"type": "object"}
+    assert await schemas.input_schema(call, "no-schema") is None
+    assert [c.request.method for c in listed] == ["tools/list", "tools/list"], "cached after one listing"
+    assert await schemas.input_schema(_call(principal="bob"), "a") == {"type": "object"}
+    assert len(listed) == 4, "another credential lists anew"
+
+
+async def test_a_failed_tool_listing_is_not_cached_and_lets_the_call_through() -> None:
+    async def failing(_call: Call) -> dict[str, Any]:
+        raise GatewayError("down", reason="backend_unavailable")
+
+    call = _call()
+    assert await ToolSchemas(failing).input_schema(call, "a") is None
+    assert call.route.tool_schemas.get("-") is None
+
+
+# -- rounds --------------------------------------------------------------------------------------
+
+
+class _Backend:
+    def __init__(self) -> None:
+        self.released: list[CallContext] = []
+
+    def release(self, ctx: CallContext) -> None:
+        self.released.append(ctx)
+
+
+def _held(registry: HoldRegistry[Any], context: Any) -> Hold[Any]:
+    hold: Hold[Any] = Hold(
+        id=registry.new_id(),
+        route="r",
+        principal=None,
+        method="tools/call",
+        target="t",
+        args_digest="d",
+        deadline=time.monotonic() + 60,
+        context=context,
+    )
+    hold.pending["elicit-1"] = Pending(7, "elicitation/create", {})
+    hold.pending["sample-2"] = Pending(8, "sampling/createMessage", {})
+    registry.add(hold)
+    return registry.take(hold.id, 0)
+
+
+def _rounds(registry: HoldRegistry[Any], backend: _Backend) -> Rounds:
+    return Rounds(backend=cast(Any, backend), registry=registry, boundary=_boundary(), metrics=Metrics())
+
+
+async def _never(_hold: Any) -> None: ...
+
+
+def test_answers_are_checked_per_request_kind_and_unknown_keys_ignored() -> None:
+    registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    hold = _held(registry, object())
+    rounds = _rounds(registry, _Backend())
+    answers = rounds.answers(hold, {"elicit-1": {"action": "decline"}, "other": {"x": 1}})
+    assert answers == {"elicit-1": {"action": "decline"}}
+    assert hold.busy, "a valid retry keeps its claim"
+
+
+def test_a_malformed_answer_releases_the_claim_so_the_round_can_be_retried() -> None:
+    registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    hold = _held(registry, object())
+    with pytest.raises(InvalidParams):
+        _rounds(registry, _Backend()).answers(hold, {"elicit-1": {"action": "maybe"}})
+    assert not hold.busy
+    assert registry.take(hold.id, 0) is hold
+
+
+def test_url_consent_waits_for_every_answer_and_a_decline_ends_the_call() -> None:
+    registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    backend = _Backend()
+    context = cast(CallContext, object())
+    hold = _held(registry, context)
+    rounds = _rounds(registry, backend)
+    assert rounds.consented(context, hold, {"elicit-1": {"action": "accept"}}) is False, "one still pending"
+    with pytest.raises(GatewayError) as declined:
+        rounds.consented(context, hold, {"sample-2": {"action": "decline"}})
+    assert declined.value.reason == "url_declined"
+    assert len(registry) == 0
+    assert backend.released == [context]
+
+
+# -- the replay decision -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("on_lost", "proven"), [("error", True), ("replay", False)])
+async def test_an_owner_not_proven_gone_or_a_route_without_replay_answers_hold_lost(on_lost: str, proven: bool) -> None:
+    metrics = Metrics()
+    registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    replayer = Replayer(
+        backend=cast(Any, None),
+        registry=registry,
+        boundary=_boundary(),
+        metrics=metrics,
+        guard=ReplayGuard(),
+        state_ttl=600,
+    )
+    call = Call(_route(on_lost=on_lost), CallRequest("tools/call", {"name": "t"}), Caller(None, {}))
+    claims = _boundary().open("r", "tools/call", {"name": "t", "requestState": _sealed()}, None)
+    given = HoldLost("owner_failed")
+    with pytest.raises(HoldLost) as lost:
+        await replayer.replay_or_lost(call, claims, proven=proven, lost=given)
+    assert lost.value is given
+    assert metrics.state_rejections.labels("owner_elsewhere")._value.get() == 1  # type: ignore[attr-defined]
+
+
+# -- the requestState boundary -------------------------------------------------------------------
+
+
+def _sealed(boundary: RequestStateBoundary | None = None, principal: str | None = None) -> str:
+    boundary = boundary or _boundary()
+    return boundary.seal(
+        route="r",
+        identity=RequestIdentity.of("tools/call", {"name": "t"}),
+        principal=boundary.principal(principal),
+        hold_id="h1",
+        round_=2,
+        lifetime=60,
+        not_after=time.monotonic() + 300,
+    )
+
+
+def test_the_boundary_opens_what_it_sealed_for_the_same_request_and_caller() -> None:
+    boundary = _boundary()
+    token = _sealed(boundary, "Bearer a")
+    claims = boundary.open("r", "tools/call", {"name": "t", "requestState": token}, "Bearer a")
+    assert (claims.hold_id, claims.round, claims.owner) == ("h1", 2, "one")
+    assert boundary.owned_here(claims)
+    assert not boundary.sealed_before_restart(claims)
+    assert boundary.owner_url(claims) is None
+    assert _boundary(replica="one").sealed_before_restart(claims), "another process under the same id"
+
+
+@pytest.mark.parametrize(
+    ("route", "params", "credential", "reason"),
+    [
+        ("other", {"name": "t"}, "Bearer a", "audience"),
+        ("r", {"name": "u"}, "Bearer a", "target"),
+        ("r", {"name": "t", "arguments": {"x": 1}}, "Bearer a", "arguments"),
+        ("r", {"name": "t"}, "Bearer b", "principal"),
+    ],
+)
+def test_the_boundary_refuses_with_the_fixed_error_and_counts_the_real_reason(
+    route: str, params: dict[str, Any], credential: str, reason: str
+) -> None:
+    refusals: list[str] = []
+    boundary = _boundary(refusals)
+    token = _sealed(boundary, "Bearer a")
+    with pytest.raises(InvalidRequestState) as refused:
+        boundary.open(route, "tools/call", {**params, "requestState": token}, credential)
+    assert refused.value.message == "Invalid or expired requestState"
+    assert refusals == [reason]
+
+
+# -- background task groups ----------------------------------------------------------------------
+
+
+async def test_a_task_group_cancels_and_awaits_its_tasks_and_those_spawned_after_it_closed() -> None:
+    group = TaskGroup("test")
+    started = asyncio.Event()
+    cancelled: list[str] = []
+
+    async def forever(name: str) -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+
+    first = group.spawn(forever("first"))
+    await started.wait()
+    await group.aclose()
+    assert first.cancelled()
+    assert cancelled == ["first"]
+    late = group.spawn(forever("late"))
+    with pytest.raises(asyncio.CancelledError):
+        await late
+    assert len(group) == 0
+
+
+async def test_a_failing_task_is_logged_and_does_not_cancel_its_siblings() -> None:
+    group = TaskGroup("test")
+    sibling_done = asyncio.Event()
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    async def sibling() -> None:
+        await asyncio.sleep(0)
+        sibling_done.set()
+
+    failed = group.spawn(fail())
+    group.spawn(sibling())
+    await group.wait()
+    assert sibling_done.is_set()
+    assert isinstance(failed.exception(), RuntimeError)
