@@ -277,6 +277,11 @@ class Metrics:
             _route(),
             Capped(64),
         )
+        self._add_hold_and_backend_families(r)
+        self._add_process_families(r)
+
+    def _add_hold_and_backend_families(self, r: CollectorRegistry) -> None:
+        """Holds, rounds, sessions, forwards and backend timings (split from ``__init__`` for length only)."""
         self.holds = Gauge("mrtr_gateway_holds", "Legacy exchanges currently held for client input", registry=r)
         self.hold_expirations = Bounded(
             Counter("mrtr_gateway_hold_expirations", "Holds expired without a retry", ["route"], registry=r),
@@ -351,6 +356,9 @@ class Metrics:
             _route(),
             _method(),
         )
+
+    def _add_process_families(self, r: CollectorRegistry) -> None:
+        """The event loop, the build, live state and the process collectors."""
         self.loop_lag = Histogram(
             "mrtr_gateway_event_loop_lag_seconds",
             "How late the event loop ran a timer: time every request waits behind work that does not yield",

@@ -103,10 +103,15 @@ async def test_backend_latency_is_timed_per_backend_turn_apart_from_request_late
         await client.retry("ask_two", second["requestState"], {k2: accept(color="red")})
         # Three backend turns (ask, ask, answer); the client's think time between them is in none.
         assert sample(metrics, backend, route="demo", method="tools/call") == 4
-        count = sample(
-            metrics, "mrtr_gateway_request_seconds_count", route="demo", method="tools/call", outcome="other"
-        )
-        assert count == 4
+        # One request-latency observation per response, labelled with how it ended.
+        counts = {
+            outcome: sample(
+                metrics, "mrtr_gateway_request_seconds_count", route="demo", method="tools/call", outcome=outcome
+            )
+            for outcome in ("complete", "input_required", "other")
+        }
+        assert counts == {"complete": 2, "input_required": 2, "other": 0}
+        assert sum(counts.values()) == 4
 
 
 async def test_backend_sessions_by_state(fake_backend: Backend, http: aiohttp.ClientSession) -> None:

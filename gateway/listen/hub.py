@@ -1,18 +1,10 @@
-"""``subscriptions/listen``: list-change and resource-update notifications for modern clients.
+"""The listener backend session of one (route, credential) and the listen streams it feeds.
 
-A 2026-07-28 client opens a long-lived SSE response with ``subscriptions/listen`` instead of the
-legacy GET stream and ``resources/subscribe``. Per route and presented credential the gateway
-keeps one *listener* backend session (a :class:`ListenHub`): its standalone GET stream carries
-the legacy ``notifications/*/list_changed`` and ``notifications/resources/updated``, which the
-hub fans out to every listen stream that asked for them, stamped with that stream's
-``subscriptionId``. Resource subscriptions are reference-counted: ``resources/subscribe`` once per
-URI when the first listener wants it, ``resources/unsubscribe`` when the last one leaves.
-
-Only what the backend's capabilities support is acknowledged (``tools.listChanged``,
-``prompts.listChanged``, ``resources.listChanged``, ``resources.subscribe``); the rest is omitted
-from the acknowledgment. When the listener
-session breaks, every stream of its hub ends without a final result, so clients reconnect; on
-gateway shutdown streams end gracefully with the final ``complete`` result.
+:class:`ListenHubs` bounds them (issue 8 items 4 and 11): at most ``max_streams`` listen streams in
+all and ``max_per_principal`` per credential; a hub's backend session counts in its route's
+``max_sessions`` (the pool opens it). When the listener session breaks, every stream of its hub
+ends without a final result, so clients reconnect; on gateway shutdown streams end gracefully with
+the final ``complete`` result. Each hub owns its fan-out task and ends it in :meth:`ListenHub.close`.
 """
 
 from __future__ import annotations
@@ -21,68 +13,14 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-from aiohttp import web
-
-from gateway.errors import BackendUnavailable, GatewayError, Overloaded
-from gateway.frontdoor.stream import open_sse, sse_event
+from gateway.errors import GatewayError, Overloaded
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification
-from gateway.translate.results import server_info_of, with_server_info
+from gateway.listen.translate import Listener
+from gateway.translate.results import server_info_of
 
-log = structlog.get_logger("gateway.listen")
-
-SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
-_LIST_CHANGED = {
-    "toolsListChanged": ("tools", "notifications/tools/list_changed"),
-    "promptsListChanged": ("prompts", "notifications/prompts/list_changed"),
-    "resourcesListChanged": ("resources", "notifications/resources/list_changed"),
-}
-KEEPALIVE_SECONDS = 15.0
 HEALTH_CHECK_SECONDS = 1.0
-
-
-def acknowledged(requested: Mapping[str, Any], capabilities: Mapping[str, Any]) -> dict[str, Any]:
-    """The subset of ``requested`` a backend with ``capabilities`` can honour.
-
-    What the backend does not support is omitted, never listed as ``false`` or ``[]``
-    (basic/patterns/subscriptions.mdx §Acknowledgment: "Notification types the server does not
-    support are omitted").
-    """
-    out: dict[str, Any] = {}
-    for flag, (cap, _) in _LIST_CHANGED.items():
-        section = capabilities.get(cap)
-        if requested.get(flag) is True and isinstance(section, Mapping) and section.get("listChanged") is True:
-            out[flag] = True
-    uris = requested.get("resourceSubscriptions")
-    resources = capabilities.get("resources")
-    if isinstance(uris, list) and isinstance(resources, Mapping) and resources.get("subscribe") is True:
-        out["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
-    return out
-
-
-@dataclass(eq=False)
-class Listener:
-    subscription_id: str | int
-    wants: dict[str, Any]
-    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
-
-    def accepts(self, notification: ServerNotification) -> bool:
-        for flag, (_, method) in _LIST_CHANGED.items():
-            if notification.method == method:
-                return bool(self.wants.get(flag))
-        if notification.method == "notifications/resources/updated":
-            return notification.params.get("uri") in self.wants.get("resourceSubscriptions", [])
-        return False
-
-    def offer(self, notification: ServerNotification) -> None:
-        params = dict(notification.params)
-        params["_meta"] = {**dict(params.get("_meta") or {}), SUBSCRIPTION_ID_KEY: self.subscription_id}
-        message = {"jsonrpc": "2.0", "method": notification.method, "params": params}
-        with contextlib.suppress(asyncio.QueueFull):  # a stalled client loses updates, not memory
-            self.queue.put_nowait(message)
 
 
 class ListenHub:
@@ -163,19 +101,9 @@ class ListenHub:
         if self.closed:
             return
         self.closed = True
+        server_info = server_info_of(self.session.initialize_result)
         for listener in list(self._listeners):
-            final = (
-                {
-                    "jsonrpc": "2.0",
-                    "id": listener.subscription_id,
-                    "result": with_server_info(
-                        {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}},
-                        server_info_of(self.session.initialize_result),
-                    ),
-                }
-                if graceful
-                else None
-            )
+            final = listener.final_result(server_info) if graceful else None
             with contextlib.suppress(asyncio.QueueFull):
                 listener.queue.put_nowait(final)
         if asyncio.current_task() is not self._pump:
@@ -186,34 +114,6 @@ class ListenHub:
             await self._close_session(self.session)  # the pool counts it until then
         else:
             await self.session.close()
-
-
-async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
-    """Serve one listen stream: the acknowledgement first, then notifications, until either side ends."""
-    response = await open_sse(request)
-    ack = {
-        "jsonrpc": "2.0",
-        "method": "notifications/subscriptions/acknowledged",
-        "params": {"_meta": {SUBSCRIPTION_ID_KEY: listener.subscription_id}, "notifications": listener.wants},
-    }
-    try:
-        await response.write(sse_event(ack))
-        while True:
-            try:
-                message = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_SECONDS)
-            except TimeoutError:
-                await response.write(b": ping\n\n")
-                continue
-            if message is None:
-                return response  # backend lost: end without a result so the client reconnects
-            await response.write(sse_event(message))
-            if "result" in message:
-                await response.write_eof()
-                return response
-    except (ConnectionError, BackendUnavailable):
-        return response
-    finally:
-        await hub.remove(listener)
 
 
 class ListenHubs:

@@ -1,0 +1,20 @@
+"""``subscriptions/listen``: list-change and resource-update notifications for modern clients.
+
+A 2026-07-28 client opens a long-lived SSE response with ``subscriptions/listen`` instead of the
+legacy GET stream and ``resources/subscribe``. Per route and presented credential the gateway
+keeps one *listener* backend session (a :class:`~gateway.listen.hub.ListenHub`): its standalone GET
+stream carries the legacy ``notifications/*/list_changed`` and ``notifications/resources/updated``,
+which the hub fans out to every listen stream that asked for them, stamped with that stream's
+``subscriptionId``. Resource subscriptions are reference-counted: ``resources/subscribe`` once per
+URI when the first listener wants it, ``resources/unsubscribe`` when the last one leaves.
+
+Three rooms: :mod:`~gateway.listen.translate` (pure: what is acknowledged, which notification goes
+to which stream, the messages written), :mod:`~gateway.listen.hub` (the backend session and its
+listeners, bounded) and :mod:`~gateway.listen.serve` (one SSE response).
+"""
+
+from gateway.listen.hub import ListenHub, ListenHubs
+from gateway.listen.serve import stream_listener
+from gateway.listen.translate import SUBSCRIPTION_ID_KEY, Listener, acknowledged
+
+__all__ = ["SUBSCRIPTION_ID_KEY", "ListenHub", "ListenHubs", "Listener", "acknowledged", "stream_listener"]

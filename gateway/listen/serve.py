@@ -1,0 +1,38 @@
+"""One listen stream served as SSE: the acknowledgement first, then notifications, until either side ends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from gateway.envelopes import SSE_PING, sse_event
+from gateway.errors import BackendUnavailable
+from gateway.frontdoor.stream import open_sse
+from gateway.listen.hub import ListenHub
+from gateway.listen.translate import Listener
+
+KEEPALIVE_SECONDS = 15.0
+
+
+async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
+    """Serve one listen stream: the acknowledgement first, then notifications, until either side ends."""
+    response = await open_sse(request)
+    try:
+        await response.write(sse_event(listener.acknowledgement()))
+        while True:
+            try:
+                message = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                await response.write(SSE_PING)
+                continue
+            if message is None:
+                return response  # backend lost: end without a result so the client reconnects
+            await response.write(sse_event(message))
+            if "result" in message:
+                await response.write_eof()
+                return response
+    except (ConnectionError, BackendUnavailable):
+        return response
+    finally:
+        await hub.remove(listener)

@@ -1,0 +1,161 @@
+"""One request middleware: per-request log context, one canonical line and one latency observation.
+
+Every HTTP response the gateway writes passes through :func:`request_middleware` — modern calls,
+rejections (an Origin 403 included), old clients passed through, retries forwarded from or to
+another replica, operational endpoints, and requests whose client went away before the answer. It
+
+* clears structlog's contextvars and binds this request's ``request_id`` (so every line logged while
+  the request runs carries it; structlog's contextvars guide);
+* gives the handlers a :class:`RequestRecord` (:func:`record_of`) to fill in as they learn what the
+  request is and how it ended;
+* writes exactly one canonical ``request`` line when the response is done, and observes exactly one
+  ``mrtr_gateway_request_seconds`` sample.
+
+The line carries: ``request_id``, ``route``, ``rpc_method``, ``target`` (tool or prompt name, or
+resource URI, cut to :data:`TARGET_CHARS`), ``outcome`` (``complete``, ``input_required``, ``error``
+with ``error_code`` and ``reason``, ``rejected``, ``forwarded``, ``legacy_passthrough``, ``listen``,
+``notification``, ``client_disconnected``), ``round`` and ``hold`` (a digest of the hold id, the
+same on every round of one call, so a call's rounds join up), ``replica``, ``status``,
+``duration_ms`` and ``backend_status`` when a backend or owner replica answered over HTTP. Never a
+credential, a token (requestState included) or an answer: only these fields are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from gateway.observability.logging import truncate
+from gateway.observability.metrics import OTHER, Metrics
+
+log = structlog.get_logger("gateway.request")
+
+TARGET_CHARS: Final = 128
+"""Longest tool name, prompt name or resource URI the line keeps (client-chosen strings)."""
+REQUEST_ID_HEADER: Final = "X-Request-Id"
+_REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,64}", re.ASCII)
+QUIET_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Probes and scrapes: their line is written at debug level, so they do not flood the info log."""
+CLIENT_CLOSED_REQUEST: Final = 499
+"""The status the line shows for a request whose client went away before the answer (nginx's)."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def hold_digest(hold_id: str) -> str:
+    """A short digest of a hold id: joins a call's rounds in the logs without naming the hold."""
+    return hashlib.sha256(hold_id.encode()).hexdigest()[:16]
+
+
+@dataclass(eq=False)
+class RequestRecord:
+    """What the canonical line says about one request; handlers fill it in as they learn."""
+
+    request_id: str
+    route: str = "-"
+    rpc_method: str = "-"
+    target: str | None = None
+    outcome: str | None = None
+    error_code: int | None = None
+    reason: str | None = None
+    round: int | None = None
+    hold: str | None = None
+    backend_status: int | None = None
+    era: str | None = None
+    forwarded: bool = False
+
+    def call(self, route: str, method: str, target: str | None = None) -> None:
+        self.route, self.rpc_method = route, method
+        self.target = truncate(target, TARGET_CHARS) if target else None
+
+    def held(self, hold_id: str, round_: int) -> None:
+        self.hold, self.round = hold_digest(hold_id), round_
+
+    def failed(self, code: int | None, reason: str) -> None:
+        self.outcome, self.error_code, self.reason = "error", code, reason
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"request_id": self.request_id, "route": self.route, "rpc_method": self.rpc_method}
+        optional = {
+            "target": self.target,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "reason": self.reason,
+            "round": self.round,
+            "hold": self.hold,
+            "backend_status": self.backend_status,
+            "era": self.era,
+        }
+        out.update({k: v for k, v in optional.items() if v is not None})
+        if self.forwarded:
+            out["forwarded"] = True
+        return out
+
+
+RECORD: Final = web.RequestKey("request_record", RequestRecord)
+
+
+def record_of(request: web.Request) -> RequestRecord:
+    """This request's record (a detached one outside the middleware, e.g. in a unit test)."""
+    record = request.get(RECORD)
+    if record is None:
+        record = request[RECORD] = RequestRecord(request_id=_request_id(request))
+    return record
+
+
+def _request_id(request: web.Request) -> str:
+    """The client's ``X-Request-Id`` when it is a short plain token, else a fresh one."""
+    given = request.headers.get(REQUEST_ID_HEADER, "")
+    return given if _REQUEST_ID.fullmatch(given) else secrets.token_hex(8)
+
+
+def request_middleware(metrics: Metrics, replica: str) -> Middleware:
+    """The middleware of one app; ``replica`` is this replica's id, written on every line."""
+
+    @web.middleware
+    async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+        structlog.contextvars.clear_contextvars()
+        record = RequestRecord(request_id=_request_id(request))
+        request[RECORD] = record
+        structlog.contextvars.bind_contextvars(request_id=record.request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        except (asyncio.CancelledError, ConnectionError):
+            status = CLIENT_CLOSED_REQUEST
+            record.outcome = "client_disconnected"
+            raise
+        except Exception:
+            record.outcome = record.outcome or "error"
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.request_seconds.labels(record.route, record.rpc_method, record.outcome or OTHER).observe(elapsed)
+            level = log.debug if request.path in QUIET_PATHS else log.info
+            level(
+                "request",
+                **record.fields(),
+                replica=replica,
+                http_method=request.method,
+                status=status,
+                duration_ms=round(elapsed * 1000, 2),
+            )
+            structlog.contextvars.clear_contextvars()
+
+    return observe
