@@ -12,6 +12,8 @@ echo "== ruff format --check"
 .venv/bin/ruff format --check gateway tests bench
 echo "== mypy (strict)"
 .venv/bin/mypy gateway
+echo "== mypy (strict) over the tests (tests/peers run under their own SDK environments)"
+MYPYPATH=tests:tests/fuzz .venv/bin/mypy --explicit-package-bases tests --exclude tests/peers
 echo "== hadolint Dockerfile"
 tools="${MRTR_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-gateway/tools-venv}"
 if ! [[ -x "$tools/bin/hadolint" ]] && ! { [[ -x "$tools/bin/python" ]] || python3 -m venv "$tools"; } ; then

@@ -6,6 +6,7 @@ Messages, §Protocol Version Header; basic/versioning.mdx)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
@@ -42,7 +43,7 @@ def _body(message: object) -> bytes:
 
 # --- HTTP method, Accept, Content-Type --------------------------------------------------------
 
-HTTP_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
+HTTP_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     ("GET on the endpoint", Exchange(b"", (("Accept", "text/event-stream"),), "GET"), {"status": 405}),
     (
         "DELETE on the endpoint",
@@ -68,8 +69,8 @@ HTTP_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("case", "exchange", "expect"), HTTP_CASES, ids=[c[0] for c in HTTP_CASES])
-async def test_http_layer_rule(pair: Pair, case: str, exchange: Exchange, expect: dict[str, object]) -> None:
-    await pair.check(case, exchange, expect)
+async def test_http_layer_rule(pair: Pair, case: str, exchange: Exchange, expect: Mapping[str, object]) -> None:
+    await pair.check(case, exchange, dict(expect))
 
 
 async def test_method_not_allowed_names_post_in_allow(pair: Pair) -> None:
@@ -84,7 +85,7 @@ async def test_method_not_allowed_names_post_in_allow(pair: Pair) -> None:
 
 ADD_MESSAGE = envelope("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
 
-FRAMING_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
+FRAMING_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     ("body is not JSON", ADD.with_body(b"{not json"), PARSE_ERROR),
     ("body is empty", ADD.with_body(b""), PARSE_ERROR),
     ("body is not UTF-8", ADD.with_body(b'{"jsonrpc": "2.0", "id": 1, "method": "\xff"}'), PARSE_ERROR),
@@ -148,8 +149,8 @@ FRAMING_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("case", "exchange", "expect"), FRAMING_CASES, ids=[c[0] for c in FRAMING_CASES])
-async def test_framing_rule(pair: Pair, case: str, exchange: Exchange, expect: dict[str, object]) -> None:
-    await pair.check(case, exchange, expect)
+async def test_framing_rule(pair: Pair, case: str, exchange: Exchange, expect: Mapping[str, object]) -> None:
+    await pair.check(case, exchange, dict(expect))
 
 
 # --- notifications ---------------------------------------------------------------------------
@@ -162,7 +163,7 @@ def notification(method: str, version: str = MODERN) -> Exchange:
     return Exchange(_body(message), tuple(lines))
 
 
-NOTIFICATION_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
+NOTIFICATION_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     ("notification accepted", notification("notifications/cancelled"), {"status": 202, "emptyBody": True}),
     ("unknown notification accepted", notification("notifications/whatever"), {"status": 202, "emptyBody": True}),
     ("notification at an unsupported version", notification("notifications/cancelled", "2099-01-01"), {"status": 400}),
@@ -170,8 +171,8 @@ NOTIFICATION_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("case", "exchange", "expect"), NOTIFICATION_CASES, ids=[c[0] for c in NOTIFICATION_CASES])
-async def test_notification_rule(pair: Pair, case: str, exchange: Exchange, expect: dict[str, object]) -> None:
-    await pair.check(case, exchange, expect)
+async def test_notification_rule(pair: Pair, case: str, exchange: Exchange, expect: Mapping[str, object]) -> None:
+    await pair.check(case, exchange, dict(expect))
 
 
 # --- _meta and the protocol version ----------------------------------------------------------
@@ -182,7 +183,7 @@ def with_version(version: object) -> Exchange:
     return exchange.with_headers(("MCP-Protocol-Version", str(version)))
 
 
-META_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
+META_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     (
         "_meta missing",
         raw_post({**ADD_MESSAGE, "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}),
@@ -231,8 +232,8 @@ META_CASES: list[tuple[str, Exchange, dict[str, object]]] = [
 
 
 @pytest.mark.parametrize(("case", "exchange", "expect"), META_CASES, ids=[c[0] for c in META_CASES])
-async def test_meta_rule(pair: Pair, case: str, exchange: Exchange, expect: dict[str, object]) -> None:
-    await pair.check(case, exchange, expect)
+async def test_meta_rule(pair: Pair, case: str, exchange: Exchange, expect: Mapping[str, object]) -> None:
+    await pair.check(case, exchange, dict(expect))
 
 
 async def test_unsupported_version_names_the_requested_version(pair: Pair) -> None:

@@ -14,7 +14,7 @@ from conformance.wire import SUBSCRIPTION_ID, Observed, request
 
 pytestmark = pytest.mark.interop
 
-EVERYTHING = {
+EVERYTHING: dict[str, Any] = {
     "toolsListChanged": True,
     "promptsListChanged": True,
     "resourcesListChanged": True,

@@ -9,6 +9,7 @@ logs one line per request at info, and a busy port is one line, not a traceback.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import socket
 import sys
 import textwrap
@@ -162,5 +163,5 @@ async def test_a_busy_port_is_one_line() -> None:
 
 
 def test_without_the_sdk_the_banner_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo_run.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert demo_run._has_sdk() == f"needs the SDK first: {sys.executable} -m pip install 'mcp==2.3.0'"

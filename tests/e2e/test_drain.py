@@ -147,7 +147,8 @@ async def _stop(proc: Any) -> str:
         proc.kill()
         await proc.wait()
     assert proc.stderr is not None
-    return (await proc.stderr.read()).decode()
+    text: str = (await proc.stderr.read()).decode()
+    return text
 
 
 async def test_sigterm_drains_a_real_process_and_it_exits_once_the_held_call_is_done(

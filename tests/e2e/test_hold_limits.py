@@ -12,7 +12,7 @@ from gateway import keys
 from gateway.demo.backend import DemoBackend
 from gateway.errors import HOLD_LOST
 from gateway.holds.registry import HoldLimitReached
-from gateway.legacy.pool import credential_digest
+from gateway.state.claims import credential_digest
 from gateway.state.codec import KeyRing
 
 Backend = tuple[DemoBackend, str]

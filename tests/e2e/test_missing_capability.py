@@ -58,9 +58,9 @@ async def asking_backend() -> AsyncIterator[tuple[str, Seen]]:
             return web.Response(status=202)
         if method == "initialize":
             seen.initialize += 1
-            result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "a"}}
+            init = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "a"}}
             return web.json_response(
-                {"jsonrpc": "2.0", "id": message["id"], "result": result}, headers={"Mcp-Session-Id": "s1"}
+                {"jsonrpc": "2.0", "id": message["id"], "result": init}, headers={"Mcp-Session-Id": "s1"}
             )
         if method != "tools/call" or message["params"]["name"] != "ask":
             result: dict[str, Any] = {"tools": []} if method == "tools/list" else {}

@@ -10,7 +10,7 @@ from harness import BareClient, accept, route, running_gateway
 
 from gateway.demo.backend import DEMO_BACKEND_KEY, start_demo_backend
 
-ALL = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
+ALL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
 
 
 @pytest.mark.parametrize(

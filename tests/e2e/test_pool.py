@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -14,7 +15,7 @@ from gateway.errors import Overloaded
 from gateway.legacy.pool import SessionPool
 
 Backend = tuple[DemoBackend, str]
-CAPS = {"elicitation": {"form": {}}}
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
 @pytest.fixture

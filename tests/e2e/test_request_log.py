@@ -48,7 +48,7 @@ def _request_lines(text: str) -> list[dict[str, Any]]:
 
 def _latency_samples(gw: Any) -> float:
     (histogram,) = gw.app[keys.METRICS].request_seconds.collect()
-    return sum(s.value for s in histogram.samples if s.name.endswith("_count"))
+    return float(sum(s.value for s in histogram.samples if s.name.endswith("_count")))
 
 
 async def test_every_response_gets_one_line_and_one_latency_sample_and_no_secret(

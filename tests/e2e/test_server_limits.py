@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import aiohttp
 import pytest
@@ -49,7 +50,7 @@ async def capped_gateway(url: str, max_connections: int) -> AsyncIterator[tuple[
     await runner.setup()
     server = await listen(runner, "127.0.0.1", 0, max_connections)
     try:
-        yield runner, server.sockets[0].getsockname()[1]
+        yield runner, cast(asyncio.Server, server).sockets[0].getsockname()[1]
     finally:
         server.close()
         await runner.cleanup()

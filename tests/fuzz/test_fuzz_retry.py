@@ -26,7 +26,7 @@ HEADERS = {
     "MCP-Protocol-Version": "2026-07-28",
     "Mcp-Method": "tools/call",
 }
-CAPS = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 
 json_leaf = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=16)

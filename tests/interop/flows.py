@@ -43,7 +43,7 @@ class Recorder:
             self._elicit_started.set()
             await self._sample_started.wait()
         if self.elicit_action != "accept":
-            return types.ElicitResult(action=self.elicit_action)  # type: ignore[arg-type]
+            return types.ElicitResult(action=self.elicit_action)
         (wanted,) = params.requested_schema["properties"]
         return types.ElicitResult(action="accept", content={wanted: ANSWERS[wanted]})
 
@@ -62,7 +62,7 @@ class Recorder:
 
     async def roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         self.roots_calls += 1
-        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in ROOTS])  # type: ignore[arg-type]
+        return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in ROOTS])
 
     def counts(self) -> tuple[int, int, int]:
         """(elicitations, samplings, roots/list) invocations so far."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import anyio
@@ -104,7 +105,7 @@ async def test_listen_stream_wire_shape_and_graceful_close_on_shutdown(legacy_se
             await gw.app[keys.LISTEN_HUBS].close_all()
             final = await _next_message(resp)
             # Every result carries serverInfo (basic/index.mdx §_meta), the listen stream's final one too.
-            server_info = final["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]  # type: ignore[index]
+            server_info = final["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]
             assert server_info["name"] == "mrtr-legacy-peer"
             assert final == {
                 "jsonrpc": "2.0",
@@ -128,7 +129,7 @@ async def test_listen_without_sse_accept_is_refused_with_406(
     assert reply.status == 406
 
 
-async def _next_message(resp: aiohttp.ClientResponse) -> dict[str, object]:
+async def _next_message(resp: aiohttp.ClientResponse) -> dict[str, Any]:
     with anyio.fail_after(10):
         while True:
             line = (await resp.content.readline()).decode()

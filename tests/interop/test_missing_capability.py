@@ -37,10 +37,13 @@ from interop.flows import FLOW_TIMEOUT, Recorder
 pytestmark = pytest.mark.interop
 
 NOTHING: dict[str, Any] = {}
-ALL_BUT_ELICITATION = {"sampling": {}, "roots": {}}
-FORM_ONLY = {"elicitation": {"form": {}}, "sampling": {}}  # no roots: the extras peer asks them at start
-ALL_BUT_SAMPLING = {"elicitation": {}, "roots": {}}
-ALL_BUT_ROOTS = {"elicitation": {}, "sampling": {}}
+ALL_BUT_ELICITATION: dict[str, Any] = {"sampling": {}, "roots": {}}
+FORM_ONLY: dict[str, Any] = {
+    "elicitation": {"form": {}},
+    "sampling": {},
+}  # no roots: the extras peer asks them at start
+ALL_BUT_SAMPLING: dict[str, Any] = {"elicitation": {}, "roots": {}}
+ALL_BUT_ROOTS: dict[str, Any] = {"elicitation": {}, "sampling": {}}
 
 CASES = [
     # (route, tool, arguments, declared capabilities, requiredCapabilities)

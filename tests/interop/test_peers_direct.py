@@ -150,7 +150,7 @@ async def test_count_reports_progress_and_logs_each_step(peer: Peer) -> None:
     with anyio.fail_after(FLOW_TIMEOUT):
         # log_level opts a 2026-07-28 request in to log notifications; legacy servers send them anyway.
         async with connect(peer, recorder, logging_callback=on_log, log_level="info") as client:
-            result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
+            result = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)  # type: ignore[arg-type]
     assert text_of(result) == "counted=3"
     assert progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert logs == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]

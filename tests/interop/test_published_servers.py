@@ -412,7 +412,7 @@ class Roots:
 
     async def __call__(self, context: ClientRequestContext) -> types.ListRootsResult:
         self.asked += 1
-        return types.ListRootsResult(roots=[types.Root(uri=d.as_uri(), name=d.name) for d in self.directories])  # type: ignore[arg-type]
+        return types.ListRootsResult(roots=[types.Root(uri=d.as_uri(), name=d.name) for d in self.directories])
 
 
 EMPTY_ALLOWED = "Allowed directories:\n"

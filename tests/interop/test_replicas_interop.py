@@ -82,7 +82,7 @@ async def test_a_call_whose_replica_dies_is_replayed_on_another(legacy_server: s
         # The first request goes to a (which then holds the call); every later one to b.
         async with round_robin([a.base] + [b.base] * 20) as balancer:
             with anyio.fail_after(FLOW_TIMEOUT):
-                async with Client(balancer + "/mcp", mode="2026-07-28", elicitation_callback=elicit) as client:  # type: ignore[arg-type]
+                async with Client(balancer + "/mcp", mode="2026-07-28", elicitation_callback=elicit) as client:
                     assert text_of(await client.call_tool("ask_two", {})) == "name=Ann;color=teal"
         assert asked == ["What is your name?", "Hello Ann, which color?"], "the user was never asked twice"
         assert b.app[keys.METRICS].forwards.labels("legacy", "replayed")._value.get() == 1

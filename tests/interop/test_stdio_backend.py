@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import anyio
 import mcp_types as types
@@ -135,7 +136,7 @@ async def test_concurrent_calls_each_get_their_own_process() -> None:
                     for _ in range(CONCURRENT_CALLS):
                         group.start_soon(one_call)
             initializations = pool.initializations
-            pids = child_pids(pool) | set(seen["pids"])  # type: ignore[arg-type]
+            pids = child_pids(pool) | set(cast("list[int]", seen["pids"]))
     assert results == ["city=Paris"] * CONCURRENT_CALLS
     assert (seen["size"], seen["leased"]) == (CONCURRENT_CALLS, CONCURRENT_CALLS)
     assert len(seen["pids"]) == CONCURRENT_CALLS  # type: ignore[arg-type]

@@ -188,7 +188,7 @@ async def test_an_owner_not_proven_gone_or_a_route_without_replay_answers_hold_l
     with pytest.raises(HoldLost) as lost:
         await replayer.replay_or_lost(call, claims, proven=proven, lost=given)
     assert lost.value is given
-    assert metrics.state_rejections.labels("owner_elsewhere")._value.get() == 1  # type: ignore[attr-defined]
+    assert metrics.state_rejections.labels("owner_elsewhere")._value.get() == 1
 
 
 # -- the requestState boundary -------------------------------------------------------------------

@@ -219,7 +219,12 @@ def serving(config: Path) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[s
     )
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stderr is not None
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr or ()], daemon=True)
+
+    def read_lines() -> None:
+        for line in proc.stderr or ():
+            lines.put(line)
+
+    reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     try:
         yield proc, lines

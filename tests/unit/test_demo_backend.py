@@ -57,7 +57,8 @@ class LegacyClient:
         initialized = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert initialized.status == 202
         assert await initialized.read() == b""
-        return answer["result"]
+        result: Json = answer["result"]
+        return result
 
     async def request(self, method: str, params: Json | None = None, **headers: str) -> aiohttp.ClientResponse:
         message: Json = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
@@ -83,7 +84,8 @@ async def next_event(response: aiohttp.ClientResponse) -> Json:
             line = raw.decode().rstrip("\r\n")
             if not line:
                 if data:
-                    return json.loads("\n".join(data))
+                    message: Json = json.loads("\n".join(data))
+                    return message
                 continue
             if line.startswith("data:"):
                 data.append(line.removeprefix("data:").removeprefix(" "))
@@ -93,7 +95,8 @@ async def read_answer(response: aiohttp.ClientResponse) -> Json:
     """The JSON-RPC response of a request, from a JSON body or the end of its SSE stream."""
     if response.content_type == "application/json":
         async with asyncio.timeout(WAIT):
-            return await response.json()
+            answer: Json = await response.json()
+            return answer
     assert response.content_type == "text/event-stream"
     while "method" in (message := await next_event(response)):
         pass
@@ -367,7 +370,8 @@ async def test_missing_session_is_400_and_unknown_session_is_404(legacy: LegacyC
 async def test_protocol_version_header_must_match_the_negotiated_version(legacy: LegacyClient) -> None:
     await legacy.initialize("2025-06-18")
 
-    assert (await legacy.request("ping", **{"MCP-Protocol-Version": "2025-11-25"})).status == 400
+    other_version = {"MCP-Protocol-Version": "2025-11-25"}
+    assert (await legacy.request("ping", None, **other_version)).status == 400
     legacy.version = None  # the header is now left out
     assert (await legacy.request("ping")).status == 400
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from gateway.errors import Overloaded
 from gateway.holds.registry import Hold, HoldLimitReached, HoldRegistry, RefusedHold
 
 
-def _hold(registry: HoldRegistry, principal: str | None = "p", ttl: float = 60) -> Hold:
+def _hold(registry: HoldRegistry[Any], principal: str | None = "p", ttl: float = 60) -> Hold[Any]:
     return Hold(
         id=registry.new_id(),
         route="r",
@@ -24,15 +25,17 @@ def _hold(registry: HoldRegistry, principal: str | None = "p", ttl: float = 60) 
     )
 
 
-def _registry(expired: list[Hold] | None = None, max_holds: int = 10, per_principal: int = 10) -> HoldRegistry:
-    async def on_expire(hold: Hold) -> None:
+def _registry(
+    expired: list[Hold[Any]] | None = None, max_holds: int = 10, per_principal: int = 10
+) -> HoldRegistry[Any]:
+    async def on_expire(hold: Hold[Any]) -> None:
         if expired is not None:
             expired.append(hold)
 
     return HoldRegistry(max_holds=max_holds, max_per_principal=per_principal, retry_after=3, on_expire=on_expire)
 
 
-def _issued(registry: HoldRegistry, hold: Hold) -> Hold:
+def _issued(registry: HoldRegistry[Any], hold: Hold[Any]) -> Hold[Any]:
     registry.add(hold)
     registry.put_back(hold, next_round=True, deadline=hold.deadline)
     return hold
@@ -99,7 +102,7 @@ def test_removing_a_hold_frees_its_principal_slot() -> None:
 
 
 async def test_expired_holds_are_handed_to_on_expire_and_removed() -> None:
-    expired: list[Hold] = []
+    expired: list[Hold[Any]] = []
     registry = _registry(expired)
     old = _issued(registry, _hold(registry, ttl=-1))
     fresh = _issued(registry, _hold(registry, ttl=60))
@@ -115,7 +118,7 @@ async def test_expired_holds_are_handed_to_on_expire_and_removed() -> None:
 
 
 async def test_close_expires_everything() -> None:
-    expired: list[Hold] = []
+    expired: list[Hold[Any]] = []
     registry = _registry(expired)
     holds = [_issued(registry, _hold(registry)) for _ in range(3)]
     await registry.close()
@@ -124,7 +127,7 @@ async def test_close_expires_everything() -> None:
 
 
 async def test_a_round_past_max_rounds_ends_the_hold_like_an_expiry() -> None:
-    expired: list[Hold] = []
+    expired: list[Hold[Any]] = []
     registry = _registry(expired)
     hold = _hold(registry)
     hold.max_rounds = 2
@@ -141,7 +144,7 @@ async def test_a_round_past_max_rounds_ends_the_hold_like_an_expiry() -> None:
 
 
 async def test_a_retry_never_rearms_the_ttl_past_the_calls_absolute_deadline() -> None:
-    expired: list[Hold] = []
+    expired: list[Hold[Any]] = []
     registry = _registry(expired)
     hold = _hold(registry, ttl=60)
     hold.not_after = time.monotonic() + 5

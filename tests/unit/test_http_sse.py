@@ -93,7 +93,7 @@ class FakeSseServer:
         method = body.get("method")
         if method == "initialize":
             # Answered on the stream *before* the 202: the response overtakes the POST's answer.
-            result = {
+            result: dict[str, Any] = {
                 "protocolVersion": self.version or body["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "fake-sse", "version": "0"},

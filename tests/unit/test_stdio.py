@@ -15,10 +15,11 @@ import json
 import os
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -282,7 +283,7 @@ def test_skipped_lines_are_logged_truncated_and_rate_limited(monkeypatch: pytest
     assert all(len(entry["line"]) <= stdio.NOISE_EXCERPT_CHARS for entry in logged)
     assert logged[0]["event"] == "backend_stdout_skipped"
     assert logged[0]["bytes"] > 100_000
-    monkeypatch.setattr(stdio.time, "monotonic", lambda: 10**9)  # the next window
+    monkeypatch.setattr(time, "monotonic", lambda: 10**9)  # the next window (stdio reads time.monotonic)
     noise.line(b"later")
     assert logged[-1]["line"] == "later"
     assert logged[-1]["suppressed_before"] == stdio.NOISE_LINES_PER_WINDOW * 4
@@ -337,7 +338,7 @@ async def test_close_reaps_the_child(fake_server: list[str]) -> None:
         pid = session.pid
         assert session.returncode is None
         os.kill(pid or 0, 0)  # running
-    assert session.returncode == 0  # it exited on its own when stdin closed
+    assert cast("int | None", session.returncode) == 0  # it exited on its own when stdin closed
     assert session.broken
     assert_reaped(pid)
 
