@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from harness import BareClient, route, running_gateway, stdio_route
-from mcp_types.jsonrpc import INVALID_REQUEST
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 
 from gateway import keys, relay
 from gateway.demo.backend import DemoBackend
@@ -295,7 +295,7 @@ async def test_backend_down_answers_502_backend_unavailable_quickly(http: aiohtt
         async with wire.post(wire.message("initialize", {"protocolVersion": VERSION, "capabilities": {}})) as resp:
             assert resp.status == 502
             error = (await resp.json())["error"]
-    assert (error["code"], error["message"]) == (-32603, "Backend unavailable")
+    assert (error["code"], error["message"]) == (INTERNAL_ERROR, "Backend unavailable")
     assert error["data"] == {"reason": "backend_unavailable", "cause": "connect_failed"}
     assert time.monotonic() - started < 2
 
@@ -317,8 +317,8 @@ async def test_sse_and_stdio_routes_still_refuse_handshake_era_clients(
         headers = {"Mcp-Session-Id": "s1.whatever", "MCP-Protocol-Version": VERSION}
         async with wire.post(wire.message("tools/list", {}), **headers) as resp:
             assert resp.status == 400
-            assert (await resp.json())["error"]["code"] == -32022
-    assert error["code"] == -32022
+            assert (await resp.json())["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION
+    assert error["code"] == UNSUPPORTED_PROTOCOL_VERSION
     expected = "2024-11-05 HTTP+SSE" if transport == "sse" else "the stdio transport"
     assert expected in error["message"]
 

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from harness import MODERN, BareClient, route, running_gateway
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
+from gateway.observability import requests
 
 Backend = tuple[DemoBackend, str]
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
@@ -94,6 +96,9 @@ async def test_shutdown_with_held_calls_listen_streams_and_calls_in_flight_leave
             in_flight = asyncio.create_task(client.call_tool("slow", {"seconds": 60}))
             async with asyncio.timeout(10):
                 await leased.wait()
+        # Right as the app's cleanup returns: nothing of the gateway may still be running.
+        leftover = _gateway_tasks()
+        assert not leftover, [task.get_name() for task in leftover]
         # The listen stream ended with its final result when the gateway shut down.
         async with asyncio.timeout(10):
             rest = await stream.content.read()
@@ -102,8 +107,6 @@ async def test_shutdown_with_held_calls_listen_streams_and_calls_in_flight_leave
         with contextlib.suppress(aiohttp.ClientError, AssertionError):
             async with asyncio.timeout(10):
                 await in_flight
-        leftover = _gateway_tasks()
-        assert not leftover, [task.get_name() for task in leftover]
         gc.collect()
         await asyncio.sleep(0)  # let the loop report what the collection found, if anything
         assert not [message for message in reported if "destroyed" in message], reported
@@ -111,3 +114,49 @@ async def test_shutdown_with_held_calls_listen_streams_and_calls_in_flight_leave
         if in_flight is not None and not in_flight.done():
             in_flight.cancel()
         loop.set_exception_handler(previous)
+
+
+class _LineSignal:
+    """Stands in for the request middleware's logger: signals when a request's line is written."""
+
+    def __init__(self) -> None:
+        self.disconnected = asyncio.Event()
+
+    def info(self, event: str, **fields: Any) -> None:
+        if fields.get("outcome") == "client_disconnected":
+            self.disconnected.set()
+
+    debug = info
+
+
+async def test_shutdown_while_an_abandoned_call_is_still_being_cancelled_upstream_leaves_no_pending_task(
+    fake_backend: Backend, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that goes away leaves a backend call to cancel (notifications/cancelled, in the
+    background); a backend that does not answer keeps that work running. Shutting down then must
+    end it: the background group is cancelled and awaited before the app's cleanup returns."""
+    backend, url = fake_backend
+    signal = _LineSignal()
+    monkeypatch.setattr(requests, "log", signal)
+    async with running_gateway([route("demo", "/mcp", url)]) as gw:
+        pool = gw.app[keys.ROUTES]["/mcp"].pool
+        leased = asyncio.Event()
+        lease = pool.lease
+
+        async def lease_and_tell(*args: Any, **kwargs: Any) -> Any:
+            pooled = await lease(*args, **kwargs)
+            leased.set()
+            return pooled
+
+        pool.lease = lease_and_tell  # type: ignore[method-assign]
+        call = asyncio.create_task(BareClient(http, gw.url()).call_tool("slow", {"seconds": 60}))
+        async with asyncio.timeout(10):
+            await leased.wait()
+        backend.hang = True  # from now on the backend answers no POST (the cancellation included)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        async with asyncio.timeout(10):
+            await signal.disconnected.wait()
+    leftover = _gateway_tasks()
+    assert not leftover, [task.get_name() for task in leftover]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from gateway.errors import (
     BACKEND_UNAVAILABLE,
@@ -35,7 +36,7 @@ def test_gateway_conditions_use_no_code_from_the_closed_or_reserved_bands(error:
     # basic/index.mdx §Error Codes: -32000..-32019 is legacy (new implementations SHOULD NOT use it),
     # -32020..-32099 holds only codes the specification defines.
     assert not -32099 <= error.to_error()["code"] <= -32000
-    assert error.to_error()["code"] == -32603
+    assert error.to_error()["code"] == INTERNAL_ERROR
 
 
 @pytest.mark.parametrize(
@@ -66,9 +67,9 @@ def test_backend_detail_never_reaches_the_client() -> None:
     [
         (InvalidRequestState("bad_tag"), 400),
         (MissingCapability({"sampling": {}}), 400),
-        (UpstreamError(-32603, "backend blew up", {"reason": "overloaded"}), 200),
-        (UpstreamError(-32602, "Unknown prompt: x"), 400),
-        (UpstreamError(-32601, "Method not found"), 404),
+        (UpstreamError(INTERNAL_ERROR, "backend blew up", {"reason": "overloaded"}), 200),
+        (UpstreamError(INVALID_PARAMS, "Unknown prompt: x"), 400),
+        (UpstreamError(METHOD_NOT_FOUND, "Method not found"), 404),
     ],
 )
 def test_client_errors_and_relayed_backend_errors_keep_the_spec_statuses(error: GatewayError, status: int) -> None:
@@ -87,17 +88,17 @@ def test_spec_codes_map_to_their_http_status(code: int, status: int) -> None:
 @pytest.mark.parametrize(
     ("backend_code", "code"),
     [
-        (0, -32603),  # FastMCP: any exception, unknown resource or prompt included
-        (-32000, -32603),
-        (-32010, -32603),
-        (-32021, -32603),  # spec-reserved codes keep their meaning only on their own hop
-        (-32042, -32603),
-        (-32700, -32603),
-        (-32600, -32603),
-        (12345, -32603),
-        ("oops", -32603),
-        (True, -32603),
-        (-32603, -32603),
+        (0, INTERNAL_ERROR),  # FastMCP: any exception, unknown resource or prompt included
+        (-32000, INTERNAL_ERROR),
+        (-32010, INTERNAL_ERROR),
+        (-32021, INTERNAL_ERROR),  # spec-reserved codes keep their meaning only on their own hop
+        (-32042, INTERNAL_ERROR),
+        (-32700, INTERNAL_ERROR),
+        (-32600, INTERNAL_ERROR),
+        (12345, INTERNAL_ERROR),
+        ("oops", INTERNAL_ERROR),
+        (True, INTERNAL_ERROR),
+        (-32603, INTERNAL_ERROR),
         (-32602, -32602),
         (-32601, -32601),
         (-32002, -32602),
