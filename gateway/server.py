@@ -19,8 +19,9 @@ Stopping, in order: the first SIGTERM (or SIGINT) begins the drain (:mod:`gatewa
 listener stays open, since the retries of held calls must still reach this replica, while /readyz
 says 503 and new calls are refused. When nothing is held or in flight, or after
 ``listen.drain_timeout`` (a second signal cuts it short), the listener closes and the runner shuts
-the app down in its documented order (:mod:`gateway.app`), waiting at most :data:`SHUTDOWN_TIMEOUT`
-for requests still running. So the process exits within ``drain_timeout`` + :data:`SHUTDOWN_TIMEOUT`.
+the app down in its documented order (:mod:`gateway.app`), all of it bounded by
+:data:`SHUTDOWN_TIMEOUT`. So the process exits within ``drain_timeout`` + :data:`SHUTDOWN_TIMEOUT`,
+whatever a backend does (the Helm chart's grace period is computed from that sum).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ from gateway.config.model import ListenConfig
 log = structlog.get_logger("gateway.server")
 
 SHUTDOWN_TIMEOUT: Final = 10.0
+"""Longest the shutdown after the drain may take (requests still running, hold expiry, backend
+sessions closed); past it the process exits anyway (log ``shutdown_timed_out``)."""
+HANDLER_GRACE: Final = 5.0
+"""Of that, how long requests still running after the drain get before they are cancelled."""
 _REFUSAL: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
 )
@@ -106,7 +111,7 @@ def run(app: web.Application, host: str, port: int, listen_config: ListenConfig)
 async def _serve(app: web.Application, host: str, port: int, listen_config: ListenConfig) -> None:
     # A client that closes its connection cancels its request: the call driver then tells the
     # legacy backend with notifications/cancelled (legacy servers ignore disconnects).
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handler_cancellation=True)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=HANDLER_GRACE, handler_cancellation=True)
     await runner.setup()
     drain = app[keys.DRAIN]
     stop = asyncio.Event()
@@ -133,7 +138,11 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
         finally:
             server.close()  # stop accepting; the rest is the runner's (see gateway.app)
     finally:
-        await runner.cleanup()
+        try:
+            async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+                await runner.cleanup()
+        except TimeoutError:  # a backend that never answers must not keep the process (or the pod) up
+            log.warning("shutdown_timed_out", seconds=SHUTDOWN_TIMEOUT)
         if metrics_runner is not None:
             await metrics_runner.cleanup()
 

@@ -200,3 +200,62 @@ async def test_sigterm_with_a_call_never_retried_exits_within_the_drain_timeout(
     names = [e.get("event") for e in events]
     assert names.index("drain_started") < names.index("drain_ended") < names.index("hold_expired"), log
     assert next(e for e in events if e.get("event") == "drain_ended")["drained"] is False
+
+
+_HANGING_SHUTDOWN = """
+import asyncio, sys
+from gateway import server
+from gateway.app import build_app
+from gateway.config.load import load_config
+from gateway.observability.logging import configure_logging
+
+server.SHUTDOWN_TIMEOUT = 1.0
+settings = load_config(sys.argv[1])
+configure_logging("info", True)
+app = build_app(settings)
+
+async def never_done(app):  # a step of the shutdown that never ends (a backend that never answers)
+    await asyncio.Event().wait()
+
+app.on_cleanup.append(never_done)
+server.run(app, "127.0.0.1", settings.config.listen.port, settings.config.listen)
+"""
+
+
+async def test_a_shutdown_step_that_never_ends_does_not_keep_the_process(
+    fake_backend: Backend, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """After the drain the whole shutdown is bounded (SHUTDOWN_TIMEOUT, 1 s here): the process exits
+    even if closing something never finishes, so it never outlives the pod's grace period."""
+    _, url = fake_backend
+    port = _free_port()
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "state": {"keys": [TEST_KEY]},
+                "listen": {"host": "127.0.0.1", "port": port, "drain_timeout": 1},
+                "routes": [{"name": "demo", "path": "/mcp", "backend": {"url": url}}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HANGING_SHUTDOWN, str(config), stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        async with asyncio.timeout(BOUND):
+            while True:
+                try:
+                    async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
+                        if resp.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(BOUND):  # without the bound it would never exit
+            assert await proc.wait() == 0
+    finally:
+        log = await _stop(proc)
+    assert '"shutdown_timed_out"' in log, log
