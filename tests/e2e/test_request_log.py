@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog
-from harness import BareClient, accept, route, running_gateway
+from harness import BareClient, accept, route, running_gateway, running_replicas
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway import keys
@@ -128,3 +128,42 @@ async def test_a_client_that_goes_away_is_logged_once_as_disconnected(
         requests.CLIENT_CLOSED_REQUEST,
     )
     assert samples == 1
+
+
+async def test_forwarded_hops_and_old_clients_get_their_line_too(
+    fake_backend: Backend, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, url = fake_backend
+    recorder = _Recorder()
+    monkeypatch.setattr(requests, "log", recorder)
+    async with running_replicas(2, [route("demo", "/mcp", url)]) as (a, b):
+        first = (await BareClient(http, a.url()).call_tool("ask_city")).result
+        (key,) = first["inputRequests"]
+        done = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="Oslo")})
+        assert done.text == "city=Oslo"
+        handshake = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "old", "version": "0"},
+            },
+        }
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        async with http.post(a.url(), data=json.dumps(handshake), headers=headers) as resp:
+            assert resp.status == 200
+            await resp.read()
+    lines = [line for line in recorder.lines if line["event"] == "request"]
+    asked, owner, hop, old = lines
+    assert (asked["replica"], asked["outcome"]) == ("replica-0", "input_required")
+    assert (owner["replica"], owner["outcome"], owner.get("forwarded")) == ("replica-0", "complete", True)
+    assert (hop["replica"], hop["outcome"], hop["backend_status"]) == ("replica-1", "forwarded", 200)
+    assert asked["hold"] == owner["hold"] == hop["hold"], "one call, one hold digest, on both replicas"
+    assert (old["outcome"], old["era"], old["rpc_method"], old["backend_status"]) == (
+        "legacy_passthrough",
+        "legacy",
+        "initialize",
+        200,
+    )
