@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -283,3 +285,53 @@ def test_sighup_reloads_the_keys_file_without_a_restart(tmp_path: Path) -> None:
     assert reloaded["keys"] == ",".join(KeyRing([new.encode(), old.encode()]).key_ids)
     assert old not in json.dumps(reloaded)
     assert new not in json.dumps(reloaded)
+
+
+def test_serve_in_json_mode_writes_only_json_lines_and_a_request_line_per_response(tmp_path: Path) -> None:
+    """No aiohttp banner or access log on either stream: what an operator ships is JSON lines only."""
+    port = free_port()
+    config = write_config(tmp_path, listen={"host": "127.0.0.1", "port": port})
+    clean = {k: v for k, v in os.environ.items() if k not in (STATE_KEYS_ENV, REPLICA_ID_ENV)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+        env=clean,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    everything: list[str] = []
+
+    def read_lines() -> None:
+        for line in proc.stdout or ():
+            everything.append(line)
+            lines.put(line)
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    try:
+        wait_for_line(lines, "listening")
+        refused = urllib.request.Request(
+            f"http://127.0.0.1:{port}/mcp", data=b"{}", method="POST", headers={"Content-Type": "text/plain"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(refused, timeout=TIMEOUT)
+        assert answer.value.code == 406
+        answer.value.close()
+        logged = json.loads(wait_for_line(lines, '"event": "request"'))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=TIMEOUT)
+        reader.join(timeout=TIMEOUT)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert (logged["route"], logged["outcome"], logged["reason"], logged["status"]) == (
+        "main",
+        "rejected",
+        "not_acceptable",
+        406,
+    )
+    assert everything
+    for line in everything:
+        json.loads(line)  # raises on a banner, an access-log line or any other non-JSON line
