@@ -13,7 +13,7 @@ _SKIP = {"host", "content-length", "transfer-encoding", "connection"}
 
 
 def forward_app(target: str) -> web.Application:
-    app = web.Application()
+    app = web.Application(client_max_size=64 * 1024 * 1024)  # carries what the gateway carries
     key = web.AppKey("http", aiohttp.ClientSession)
 
     async def client(app: web.Application):  # type: ignore[no-untyped-def]
@@ -41,3 +41,19 @@ def forward_app(target: str) -> web.Application:
     app.cleanup_ctx.append(client)
     app.router.add_route("*", "/{tail:.*}", forward)
     return app
+
+
+def main() -> None:
+    """``python -m bench.forward_hop --port P --target URL``: the hop as its own process (its CPU
+    time is then measured like the gateway's)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--target", required=True)
+    args = parser.parse_args()
+    web.run_app(forward_app(args.target), host="127.0.0.1", port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

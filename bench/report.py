@@ -1,0 +1,206 @@
+"""Turn a benchmark report (JSON from ``python -m bench``) into a chart and the README's section.
+
+    python -m bench.report [--json bench/results/latest.json] [--before bench/results/before.json] --readme
+
+``--readme`` rewrites the part of README.md between the ``bench:begin`` and ``bench:end`` markers
+from the report (and, given ``--before``, a before column), so the figures there are always the
+last run's. The chart needs matplotlib, a bench-only extra (``pip install -e '.[bench]'``): the
+gateway never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+Getter = Callable[[dict[str, Any]], Any]
+
+
+def _hold_figure(report: dict[str, Any]) -> Any:
+    counts = report["holds"]["holds"]
+    return counts[max(counts, key=int)]["kib_per_hold"]
+
+
+def _hold_label(report: dict[str, Any]) -> str:
+    return max(report["holds"]["holds"], key=int)
+
+
+# name, how to read it, target, is it met, unit
+TARGETS: list[tuple[str, Getter, str, Callable[[Any], bool], str]] = [
+    *[
+        (
+            f"pass-through overhead ratio, {size} argument (c=1)",
+            lambda r, s=size: r["passthrough"][s]["overhead_ratio"],
+            "≤ 1.2x",
+            lambda v: v is not None and v <= 1.2,
+            "x",
+        )
+        for size in ("5 B", "64 KiB", "1 MiB")
+    ],
+    (
+        "gateway CPU per request / hop's (64 concurrent)",
+        lambda r: r["load"].get("cpu_ratio"),
+        "≤ 1.2x",
+        lambda v: v is not None and v <= 1.2,
+        "x",
+    ),
+    (
+        "two-round flow / native mcp 2.3.0, default settings",
+        lambda r: r["two_round"]["ratio"],
+        "≤ 1.5x",
+        lambda v: v <= 1.5,
+        "x",
+    ),
+    ("4 MiB result / direct", lambda r: r["large"]["ratio"], "≤ 1.5x", lambda v: v <= 1.5, "x"),
+    (
+        "slowest /healthz during the 4 MiB result",
+        lambda r: r["large"]["healthz_worst_ms"],
+        "≤ 20 ms",
+        lambda v: v <= 20,
+        " ms",
+    ),
+    ("RSS per held call", _hold_figure, "≤ 40 KiB", lambda v: v <= 40, " KiB"),
+    ("requestState seal + unseal", lambda r: r["codec"]["seal_plus_unseal_us"], "≤ 15 µs", lambda v: v <= 15, " µs"),
+    ("300 concurrent interactive flows: refused", lambda r: r["burst"]["refused"], "0", lambda v: v == 0, ""),
+    ("stdio route, 64 concurrent cold calls", lambda r: r["stdio_burst"]["seconds"], "≤ 2 s", lambda v: v <= 2, " s"),
+]
+
+
+def _fmt(value: Any, unit: str) -> str:
+    return "—" if value is None else f"{value}{unit}"
+
+
+def targets_table(report: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    head = "| figure | " + ("before | " if before else "") + "now | target | met |"
+    rows = [head, "|---|" + ("---|" if before else "") + "---|---|---|"]
+    for name, get, target, met, unit in TARGETS:
+        value = get(report)
+        cells = [f"{name} at {_hold_label(report)} holds" if name == "RSS per held call" else name]
+        if before:
+            try:
+                cells.append(_fmt(get(before), unit))
+            except (KeyError, TypeError):
+                cells.append("—")
+        cells += [_fmt(value, unit), target, "yes" if value is not None and met(value) else "**no**"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def latency_table(report: dict[str, Any]) -> str:
+    rows = ["| argument | direct median / p99 | hop median / p99 | gateway median / p99 | overhead ratio |"]
+    rows.append("|---|---|---|---|---|")
+    for size, stats in report["passthrough"].items():
+        cells = [f"{stats[p]['median_ms']:.2f} / {stats[p]['p99_ms']:.2f} ms" for p in ("direct", "hop", "gateway")]
+        rows.append(f"| {size} | " + " | ".join(cells) + f" | {stats['overhead_ratio']}x |")
+    load = report["load"]
+    rows += [
+        "",
+        f"At {load['concurrency']} concurrent ({load['generator']}, {load['seconds']:g} s per path, `add`): "
+        + ", ".join(
+            f"{p} {load[p]['rps']:.0f} req/s"
+            + (f" ({load[p]['cpu_ms_per_request']:.2f} ms CPU/request)" if "cpu_ms_per_request" in load[p] else "")
+            for p in ("direct", "hop", "gateway")
+        )
+        + ".",
+    ]
+    return "\n".join(rows)
+
+
+def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
+    machine = report["machine"]
+    rounds = report["two_round"]
+    holds = report["holds"]
+    lines = [
+        BEGIN,
+        "```sh",
+        "bash bench/run.sh            # the whole run (about 6-9 minutes); --quick: about 2-3",
+        "```",
+        "",
+        f"Last run: {report['profile']} profile, {report['seconds']:.0f} s, Python {machine['python']} on "
+        f"{machine['cpus']} CPUs ({machine['platform']}): {machine['note']}. Load average at start: "
+        f"{', '.join(str(x) for x in machine['loadavg_at_start'])}. Report: `bench/results/latest.json`, "
+        "chart: `bench/results/latest.png`.",
+        "",
+        targets_table(report, before),
+        "",
+        "Pass-through `tools/call` at c=1 (interleaved; overhead ratio = (gateway - direct) / (hop - direct)):",
+        "",
+        latency_table(report),
+        "",
+        f"Two-round flow (`ask_city`): gateway {rounds['gateway']['median_ms']:.2f} ms (p99 "
+        f"{rounds['gateway']['p99_ms']:.2f}), native mcp 2.3.0 {rounds['native']['median_ms']:.2f} ms (p99 "
+        f"{rounds['native']['p99_ms']:.2f}). Held calls: "
+        + ", ".join(f"{c} holds {v['kib_per_hold']} KiB each" for c, v in holds["holds"].items())
+        + f" (baseline RSS {holds['baseline_rss_kib'] / 1024:.0f} MiB; light backend without a GET stream).",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write_readme(report: dict[str, Any], before: dict[str, Any] | None, readme: Path) -> None:
+    text = readme.read_text()
+    start, stop = text.index(BEGIN), text.index(END) + len(END)
+    readme.write_text(text[:start] + section(report, before) + text[stop:])
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    """Latency per path and size, and the two-round flow, as one PNG (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
+    sizes = list(report["passthrough"])
+    paths = ("direct", "hop", "gateway")
+    width = 0.27
+    for i, p in enumerate(paths):
+        xs = [j + (i - 1) * width for j in range(len(sizes))]
+        medians = [report["passthrough"][s][p]["median_ms"] for s in sizes]
+        p99 = [report["passthrough"][s][p]["p99_ms"] - m for s, m in zip(sizes, medians, strict=True)]
+        left.bar(xs, medians, width, yerr=[[0] * len(sizes), p99], label=p, capsize=3)
+    left.set_xticks(range(len(sizes)), [f"{s} argument" for s in sizes])
+    left.set_yscale("log")
+    left.set_ylabel("ms (median, whisker: p99)")
+    left.set_title("pass-through tools/call, c=1")
+    left.legend()
+    rounds = report["two_round"]
+    right.bar(
+        ["gateway", "native"], [rounds["gateway"]["median_ms"], rounds["native"]["median_ms"]], color=["C2", "C3"]
+    )
+    right.set_title("two-round flow (median ms)")
+    fig.suptitle(f"mrtr-gateway bench ({report['profile']}, {report['machine']['cpus']} CPUs, shared and noisy)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    print(f"chart: {path}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, default=ROOT / "bench/results/latest.json")
+    parser.add_argument("--before", type=Path, default=None)
+    parser.add_argument("--readme", action="store_true")
+    parser.add_argument("--chart", type=Path, default=None)
+    args = parser.parse_args()
+    report = json.loads(args.json.read_text())
+    before = json.loads(args.before.read_text()) if args.before else None
+    print(targets_table(report, before))
+    if args.chart:
+        chart(report, args.chart)
+    if args.readme:
+        write_readme(report, before, ROOT / "README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""Input rounds: the two-round MRTR flow through the gateway vs the native mcp 2.3.0 server
+(both on default settings, interleaved), and a burst of 300 concurrent interactive flows.
+
+The burst: 300 clients start ``ask_city`` at once and each retries with its answer as soon as its
+InputRequiredResult arrives. Every first call leases a backend session exclusively (it may be
+held), so past ``max_sessions`` (256 by default) the pool must either make a call wait for a
+session another flow is about to free or refuse it (503 + Retry-After). The count of refusals is
+the figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.harness import Modern, summary
+
+BURST = 300
+
+
+async def two_round(gateway: Modern, native: Modern, runs: int, warmup: int = 10) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {"gateway": [], "native": []}
+    paths = {"gateway": gateway, "native": native}
+    for i in range(warmup + runs):
+        order = ["gateway", "native"] if i % 2 == 0 else ["native", "gateway"]
+        for path in order:
+            started = time.perf_counter()
+            await paths[path].round_trip()
+            if i >= warmup:
+                samples[path].append((time.perf_counter() - started) * 1000)
+    out: dict[str, Any] = {p: summary(s) for p, s in samples.items()}
+    out["ratio"] = round(out["gateway"]["median_ms"] / out["native"]["median_ms"], 2)
+    print(
+        f"  gateway {out['gateway']['median_ms']:.2f} ms (p99 {out['gateway']['p99_ms']:.2f})"
+        f"  native {out['native']['median_ms']:.2f} ms (p99 {out['native']['p99_ms']:.2f})  ratio {out['ratio']}"
+    )
+    return out
+
+
+async def burst(gateway: Modern, size: int = BURST) -> dict[str, Any]:
+    """``size`` concurrent two-round flows; how many first calls were refused, and how long it took."""
+    refused = 0
+    failed = 0
+
+    async def flow() -> None:
+        nonlocal refused, failed
+        status, message = await gateway.post(gateway.body("ask_city", {}))
+        if status == 503:
+            refused += 1
+            return
+        if status != 200 or message is None or "result" not in message:
+            failed += 1
+            return
+        first = message["result"]
+        answers = {k: {"action": "accept", "content": {"city": "Paris"}} for k in first["inputRequests"]}
+        await gateway.call("ask_city", {}, {"inputResponses": answers, "requestState": first["requestState"]})
+
+    started = time.perf_counter()
+    await asyncio.gather(*(flow() for _ in range(size)))
+    elapsed = time.perf_counter() - started
+    out = {"flows": size, "refused": refused, "failed": failed, "seconds": round(elapsed, 2)}
+    print(f"  {size} concurrent interactive flows: {refused} refused, {failed} failed, {elapsed:.2f} s")
+    return out

@@ -1,0 +1,76 @@
+"""The two small figures: ``requestState`` seal + unseal time (in process, the gateway's own codec),
+and the stdio route's first burst (64 concurrent cold calls to a route whose server is a process
+per backend session)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench.harness import Modern
+
+
+def codec(iterations: int) -> dict[str, Any]:
+    """Median µs of one seal and one unseal of a typical first-round state, over ``iterations``."""
+    from gateway.state.claims import Claims
+    from gateway.state.codec import KeyRing
+
+    ring = KeyRing([b"bench-key-0123456789abcdef0123456789abcdef"])
+    now = int(time.time())
+    claims = Claims(
+        iat=now,
+        exp=now + 300,
+        aud="bench",
+        method="tools/call",
+        target="ask_city",
+        args_digest="3q2-7w3q2-7w3q2-7w3q2w",
+        principal=None,
+        hold_id="JFk5ScukV2MbSDVX",
+        round=1,
+        owner="replica-0123456789",
+        extra={},
+    )
+    token = ring.seal(claims)
+    for _ in range(200):  # warm-up
+        ring.unseal(ring.seal(claims))
+    seal: list[float] = []
+    unseal: list[float] = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        token = ring.seal(claims)
+        sealed = time.perf_counter()
+        ring.unseal(token)
+        seal.append((sealed - started) * 1e6)
+        unseal.append((time.perf_counter() - sealed) * 1e6)
+    seal.sort()
+    unseal.sort()
+    out = {
+        "iterations": iterations,
+        "seal_us": round(seal[len(seal) // 2], 2),
+        "unseal_us": round(unseal[len(unseal) // 2], 2),
+        "token_chars": len(token),
+    }
+    out["seal_plus_unseal_us"] = round(out["seal_us"] + out["unseal_us"], 2)
+    print(f"  seal {out['seal_us']} µs + unseal {out['unseal_us']} µs = {out['seal_plus_unseal_us']} µs")
+    return out
+
+
+async def stdio_burst(gateway: Modern, calls: int = 64) -> dict[str, Any]:
+    """``calls`` concurrent ``add`` calls on a stdio route nobody has used yet: time until all are served."""
+    started = time.perf_counter()
+    results = await asyncio.gather(*(gateway.call("add", {"a": i, "b": 1}) for i in range(calls)))
+    elapsed = time.perf_counter() - started
+    assert [r["content"][0]["text"] for r in results] == [str(i + 1) for i in range(calls)]
+    out = {"calls": calls, "seconds": round(elapsed, 2)}
+    print(f"  {calls} concurrent cold stdio calls served in {elapsed:.2f} s")
+    return out
+
+
+if __name__ == "__main__":
+    # ``python -m bench.small N``: the codec figure as JSON, measured in this interpreter (the suite
+    # runs it with the gateway under test first on PYTHONPATH).
+    import json
+    import sys
+
+    print(json.dumps(codec(int(sys.argv[1]))))

@@ -1,0 +1,166 @@
+"""The whole benchmark in one run: ``python -m bench [--quick] [--json PATH] [--gateway-src DIR]``.
+
+It starts, as subprocesses bound to 127.0.0.1: the handshake-era backend (mcp 1.30.0 FastMCP,
+``bench/legacy_server.py``, from ``.venv-legacy``), the native 2026-07-28 server (mcp 2.3.0,
+``tests/peers/native_mcpserver.py``), the bare aiohttp hop (``bench/forward_hop.py``) and the
+gateway on DEFAULT route settings (one HTTP route, one stdio route running the same FastMCP server
+per session). Then, in this order: the stdio route's first burst (cold), pass-through latency
+(interleaved), the two-round flow vs native (interleaved), 300 concurrent interactive flows, a
+4 MiB result with the worst ``/healthz`` stall, throughput + CPU at 64 concurrent, the codec, and
+RSS per held call (a dedicated gateway and :mod:`bench.light_server`).
+
+``--gateway-src DIR`` measures the gateway package found in DIR instead (e.g. a checkout of an
+older commit), for before/after figures on one machine. The JSON report is the input of
+:mod:`bench.report` (chart and README section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench import holds, large, passthrough, rounds, small
+from bench.harness import ROOT, Legacy, Modern, Processes, free_port, gateway_config, legacy_python, wait_http
+
+PROFILES = {
+    # latency samples, round samples, large-result runs, load seconds, codec iterations, hold counts
+    "full": {"runs": 300, "rounds": 150, "large": 3, "load": 5.0, "codec": 20000, "holds": [1000, 10000]},
+    "quick": {"runs": 60, "rounds": 40, "large": 1, "load": 2.0, "codec": 5000, "holds": [500, 2000]},
+}
+
+
+def _machine() -> dict[str, Any]:
+    load = os.getloadavg()
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "loadavg_at_start": [round(x, 2) for x in load],
+        "note": "shared 2-core development machine, other work running: figures are noisy (±15 %)",
+    }
+
+
+def _env(gateway_src: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    if gateway_src is not None:
+        env["PYTHONPATH"] = f"{gateway_src}{os.pathsep}{ROOT}"
+        env["BENCH_GATEWAY_SRC"] = str(gateway_src.resolve())
+    return env
+
+
+def _codec(iterations: int, env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.small", str(iterations)],
+        cwd=env.get("BENCH_GATEWAY_SRC", ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    print("  " + out.splitlines()[0].strip())
+    figures: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return figures
+
+
+async def run(profile: dict[str, Any], gateway_src: Path | None) -> dict[str, Any]:
+    ports = {name: free_port() for name in ("backend", "native", "hop", "gateway")}
+    backend = f"http://127.0.0.1:{ports['backend']}/mcp"
+    stdio_cmd = json.dumps([legacy_python(), str(ROOT / "bench/legacy_server.py"), "--transport", "stdio"])
+    routes = [
+        f"{{name: http, path: /mcp, backend: {{url: '{backend}', timeout: 120}}}}",
+        f"{{name: stdio, path: /stdio, backend: {{transport: stdio, command: {stdio_cmd}}}}}",
+    ]
+    env = _env(gateway_src)
+    procs = Processes()
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as cfg:
+        cfg.write(gateway_config(ports["gateway"], routes))
+    report: dict[str, Any] = {"machine": _machine(), "gateway_src": str(gateway_src or ROOT), "started": time.time()}
+    try:
+        procs.start([legacy_python(), "bench/legacy_server.py", "--port", str(ports["backend"])])
+        procs.start(
+            [
+                sys.executable,
+                "tests/peers/native_mcpserver.py",
+                "--port",
+                str(ports["native"]),
+                "--log-level",
+                "WARNING",
+            ]
+        )
+        hop_proc = procs.start(
+            [sys.executable, "-m", "bench.forward_hop", "--port", str(ports["hop"]), "--target", backend]
+        )
+        gw_proc = procs.start([sys.executable, "-m", "gateway", "serve", "--config", cfg.name], env, log=True)
+        urls = {name: f"http://127.0.0.1:{port}/mcp" for name, port in ports.items()}
+        for url in urls.values():
+            await wait_http(url)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+            gateway = Modern(http, urls["gateway"])
+            print("stdio route, first burst")
+            report["stdio_burst"] = await small.stdio_burst(Modern(http, urls["gateway"].replace("/mcp", "/stdio")))
+            direct = await Legacy(http, backend).open()
+            hop = await Legacy(http, urls["hop"]).open()
+            print(f"pass-through tools/call, c=1, {profile['runs']} interleaved samples per path and size")
+            report["passthrough"] = await passthrough.latency(direct, hop, gateway, profile["runs"])
+            print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
+            report["two_round"] = await rounds.two_round(gateway, Modern(http, urls["native"]), profile["rounds"])
+            print("burst of interactive flows, default settings")
+            report["burst"] = await rounds.burst(gateway)
+            print(f"large result, {profile['large']} runs")
+            healthz = urls["gateway"].replace("/mcp", "/healthz")
+            report["large"] = await large.large(direct, gateway, healthz, profile["large"])
+            print(f"load: {passthrough.CONCURRENCY} concurrent, {profile['load']} s per path")
+            targets = {
+                "direct": (backend, direct.body("add", {"a": 1, "b": 2}), direct.session_headers, None),
+                "hop": (urls["hop"], hop.body("add", {"a": 1, "b": 2}), hop.session_headers, hop_proc.pid),
+                "gateway": (
+                    urls["gateway"],
+                    gateway.body("add", {"a": 1, "b": 2}),
+                    gateway.headers("add"),
+                    gw_proc.pid,
+                ),
+            }
+            report["load"] = await passthrough.load(targets, profile["load"])
+    finally:
+        procs.stop()
+        Path(cfg.name).unlink()
+    print(f"requestState codec, {profile['codec']} iterations")
+    report["codec"] = _codec(profile["codec"], env)
+    print("held calls")
+    report["holds"] = await holds.measure(profile["holds"], env=env)
+    report["seconds"] = round(time.time() - report.pop("started"), 1)
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer samples and holds (about two minutes)")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench/results/latest.json")
+    parser.add_argument("--chart", type=Path, default=None, help="PNG path (default: the JSON path with .png)")
+    parser.add_argument("--gateway-src", type=Path, default=None, help="measure the gateway package in this dir")
+    parser.add_argument("--label", default="", help="a name for this run, kept in the report")
+    args = parser.parse_args()
+    profile = PROFILES["quick" if args.quick else "full"]
+    report = asyncio.run(run(profile, args.gateway_src))
+    report["profile"] = "quick" if args.quick else "full"
+    report["label"] = args.label
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"report: {args.json} ({report['seconds']} s)")
+    from bench import report as charts
+
+    charts.chart(report, args.chart or args.json.with_suffix(".png"))
+    return 0
