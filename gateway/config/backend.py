@@ -115,6 +115,28 @@ class BackendConfig(Strict):
     )
     limits: BackendLimitsConfig = Field(default_factory=BackendLimitsConfig)
 
+    # -- session pool under load (waiting, opening, stdio spares) --
+    session_wait: float = Field(
+        5,
+        ge=0,
+        le=300,
+        description="Seconds a call waits, in arrival order, for a backend session when none can be had at once "
+        "(every session held and max_sessions reached, or max_opening being opened) before it is answered 503 "
+        "with Retry-After. 0 refuses at once.",
+    )
+    max_opening: int = Field(
+        8,
+        ge=1,
+        description="Most backend sessions being opened at once (stdio: processes being started); more calls wait "
+        "for one of them, or for a session another call releases.",
+    )
+    prewarm: int = Field(
+        2,
+        ge=0,
+        description="stdio only: server processes kept started ahead of need (they count in max_sessions); a call "
+        "takes one and only does the handshake. 0 starts a process per new session on demand.",
+    )
+
     @field_validator("url")
     @classmethod
     def _url_for_transport(cls, url: str | None, info: ValidationInfo) -> str | None:

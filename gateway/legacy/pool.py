@@ -7,7 +7,16 @@ exclusively, so every server request that arrives on it belongs to that call; pl
 sessions (their answers come on their own POST streams). Idle sessions are kept for reuse up to
 ``session_idle`` seconds and closed after (``DELETE``; a stdio server's process is stopped); the
 total per route is bounded by ``max_sessions`` — past it, an idle session of another key is
-evicted, and if none is idle the caller gets :class:`~gateway.errors.Overloaded`.
+evicted.
+
+When no session can be had at once (every one is held and the bound is reached, or
+``max_opening`` sessions are already being opened), the call waits, in arrival order, up to
+``session_wait`` seconds for a session another call releases or a place to open one; only then
+does it get :class:`~gateway.errors.Overloaded` (503 + ``Retry-After``). A burst larger than the
+pool is served as the calls ahead of it finish instead of being refused, and a burst of cold calls
+does not start a process (stdio) or a handshake per call at once. A stdio route also keeps
+``prewarm`` spare processes started ahead of need: starting the interpreter is most of a cold
+session's cost, so a call takes a spare and only does the handshake with its own capabilities.
 
 Server requests that arrive while no interactive call holds a session stay pending on it (see
 :mod:`gateway.legacy.session`): the route's static ``roots`` answer ``roots/list`` at once, the next
@@ -20,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +41,7 @@ from gateway.errors import BackendUnavailable, GatewayError, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
+from gateway.legacy.spares import StdioSpares
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.state.claims import credential_digest
@@ -65,6 +76,13 @@ class PooledSession:
         return not self.doomed and not self.session.broken
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """A call waiting for a session, in line: woken when one may have become available."""
+
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class SessionPool:
     """Leases backend sessions of one route."""
 
@@ -91,6 +109,17 @@ class SessionPool:
         self._lock = asyncio.Lock()
         self._on_change = on_change
         self.initializations = 0
+        self._waiters: deque[_Waiter] = deque()
+        self._last_lease = time.monotonic()
+        """Spares are kept while the route is in use (a lease within ``session_idle``)."""
+        backend = route.backend
+        self._spares = StdioSpares(
+            self._new_spare,
+            backend.prewarm if backend.transport == "stdio" else 0,
+            tasks=self._tasks,
+            room=lambda: self._footprint() < backend.max_sessions,
+            on_ready=self._wake,
+        )
 
     def _all(self) -> list[PooledSession]:
         return [p for sessions in self._sessions.values() for p in sessions]
@@ -98,6 +127,20 @@ class SessionPool:
     @property
     def size(self) -> int:
         return len(self._all()) + len(self._detached) + self._opening
+
+    @property
+    def spare_count(self) -> int:
+        """Started stdio processes ready to become a session (``prewarm``)."""
+        return self._spares.ready
+
+    @property
+    def waiting_count(self) -> int:
+        """Calls waiting in line for a session."""
+        return len(self._waiters)
+
+    def _footprint(self) -> int:
+        """What ``max_sessions`` bounds: sessions, and for stdio every process (spares too)."""
+        return self.size + len(self._spares)
 
     @property
     def leased_count(self) -> int:
@@ -133,26 +176,85 @@ class SessionPool:
 
         A plain call may ride on any session of its key, even one an interactive call holds: its
         answer comes on its own POST stream and it cannot be paused by server requests. An
-        interactive call needs a session no other interactive call holds.
+        interactive call needs a session no other interactive call holds. Either waits in line
+        (``session_wait``) when none can be had at once.
         """
-        async with self._lock:
-            pooled = self._pick(key, exclusive=exclusive)
-            if pooled is None:
-                if self.size >= self._route.backend.max_sessions and not self._evict_one():
-                    raise Overloaded("backend_sessions_exhausted", retry_after=1)
-                self._opening += 1
+        pooled = await self._claim(key, exclusive=exclusive)
         if pooled is None:
             try:
                 pooled = PooledSession(key, await self._open(normalized_caps, headers))
             finally:
                 self._opening -= 1
+                self._wake()
             self._sessions.setdefault(key, []).append(pooled)
+            self._mark(pooled, exclusive=exclusive)
+        self._report()
+        self._last_lease = time.monotonic()
+        self._spares.top_up()
+        return pooled
+
+    async def _claim(self, key: PoolKey, *, exclusive: bool) -> PooledSession | None:
+        """A session of ``key``, already marked as used; or None: the caller opens one (it is
+        counted in ``_opening`` until then). Waits in arrival order; :class:`Overloaded` once
+        ``session_wait`` has passed with the route still full."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._route.backend.session_wait
+        waiter: _Waiter | None = None
+        try:
+            while True:
+                async with self._lock:
+                    first = not self._waiters or self._waiters[0] is waiter
+                    pooled = self._pick(key, exclusive=exclusive) if first or not exclusive else None
+                    if pooled is not None:
+                        self._mark(pooled, exclusive=exclusive)
+                        return pooled
+                    if first and self._may_open():
+                        self._opening += 1
+                        return None
+                    if waiter is None:
+                        waiter = _Waiter()
+                        self._waiters.append(waiter)
+                    waiter.woken.clear()
+                remaining = deadline - loop.time()
+                if remaining <= 0 and self._at_bound():
+                    raise Overloaded("backend_sessions_exhausted", retry_after=1)
+                with contextlib.suppress(TimeoutError):
+                    # past the deadline only sessions being opened hold it up: their end wakes it
+                    async with asyncio.timeout(remaining if remaining > 0 else None):
+                        await waiter.woken.wait()
+        finally:
+            if waiter is not None:
+                self._waiters.remove(waiter)
+                self._wake()  # whoever is next in line looks again
+
+    def _may_open(self) -> bool:
+        """A new session may be opened now: fewer than ``max_opening`` are being opened, and the
+        bound leaves room (a spare process becomes the session, or an idle one is evicted)."""
+        backend = self._route.backend
+        if self._opening >= backend.max_opening:
+            return False
+        if self._spares.ready or self._footprint() < backend.max_sessions:
+            return True
+        return self._evict_one()
+
+    def _at_bound(self) -> bool:
+        """The route is full: no spare, no room under ``max_sessions``, nothing idle to evict. (A
+        call that waits only for one of ``max_opening`` opens in progress is not refused: each of
+        those ends within the backend's timeouts, and the call is next.)"""
+        full = not self._spares.ready and self._footprint() >= self._route.backend.max_sessions
+        return full and not self.idle_sessions()
+
+    @staticmethod
+    def _mark(pooled: PooledSession, *, exclusive: bool) -> None:
         if exclusive:
             pooled.exclusive = True
         else:
             pooled.shared += 1
-        self._report()
-        return pooled
+
+    def _wake(self) -> None:
+        """Something changed (a release, a close, an open ended): the first in line looks again."""
+        if self._waiters:
+            self._waiters[0].woken.set()
 
     def _pick(self, key: PoolKey, *, exclusive: bool) -> PooledSession | None:
         candidates = [p for p in self._sessions.get(key, []) if p.usable and not (exclusive and p.exclusive)]
@@ -185,6 +287,7 @@ class SessionPool:
             else:
                 pooled.idle_since = time.monotonic()
         self._report()
+        self._wake()
 
     def _drop(self, pooled: PooledSession) -> None:
         sessions = self._sessions.get(pooled.key, [])
@@ -193,6 +296,7 @@ class SessionPool:
             if not sessions:
                 del self._sessions[pooled.key]
             self._tasks.spawn(pooled.session.close(), name="pool-close")  # bounded and never raises
+            self._wake()
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
         """A session no call leases (a subscription listener) whose notifications go to ``sink``.
@@ -201,13 +305,15 @@ class SessionPool:
         :meth:`close_detached`: past the bound an idle session is evicted, else :class:`Overloaded`.
         """
         async with self._lock:
-            if self.size >= self._route.backend.max_sessions and not self._evict_one():
+            full = not self._spares.ready and self._footprint() >= self._route.backend.max_sessions
+            if full and not self._evict_one():
                 raise Overloaded("backend_sessions_exhausted", retry_after=1)
             self._opening += 1
         try:
             session = await self._open({}, headers, sink=sink)
         finally:
             self._opening -= 1
+            self._wake()
         self._detached.add(session)
         self._report()
         return session
@@ -216,6 +322,7 @@ class SessionPool:
         """Close a session from :meth:`open_detached`; its place in ``max_sessions`` is free again."""
         self._detached.discard(session)
         self._report()
+        self._wake()
         await session.close()
 
     async def _open(
@@ -254,17 +361,11 @@ class SessionPool:
         legacy_caps = caps.to_legacy(normalized_caps, offer or "2025-11-25")
         limits = BackendLimits(**backend.limits.model_dump())
         if backend.transport == "stdio":
-            assert backend.command is not None  # the config requires it for stdio
-            return StdioSession(
-                backend.command,
-                env=backend.env,
-                cwd=backend.cwd,
-                capabilities=legacy_caps,
-                timeout=backend.timeout,
-                connect_timeout=backend.connect_timeout,
-                offer_version=offer,
-                limits=limits,
-            )
+            spare = self._spares.take()
+            if spare is not None:
+                spare.adopt(legacy_caps)
+                return spare
+            return self._stdio_session(legacy_caps, limits)
         assert backend.url is not None  # the config requires it for HTTP transports
         factory: type[StreamableHttpSession] | type[HttpSseSession]
         factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
@@ -278,6 +379,28 @@ class SessionPool:
             offer_version=offer,
             limits=limits,
         )
+
+    def _stdio_session(self, legacy_caps: JsonObj, limits: BackendLimits) -> StdioSession:
+        backend = self._route.backend
+        assert backend.command is not None  # the config requires it for stdio
+        return StdioSession(
+            backend.command,
+            env=backend.env,
+            cwd=backend.cwd,
+            capabilities=legacy_caps,
+            timeout=backend.timeout,
+            connect_timeout=backend.connect_timeout,
+            offer_version=backend.protocol_version,
+            limits=limits,
+        )
+
+    def _new_spare(self) -> StdioSession:
+        """An unstarted stdio session for :class:`StdioSpares` (capabilities come at lease)."""
+        return self._stdio_session({}, BackendLimits(**self._route.backend.limits.model_dump()))
+
+    def prewarm(self) -> None:
+        """Start the route's spare stdio processes now (also done at every reap and lease)."""
+        self._spares.top_up()
 
     def _evict_one(self) -> bool:
         idle = self.idle_sessions()
@@ -296,6 +419,10 @@ class SessionPool:
             self._drop(pooled)
         if doomed:
             self._report()
+        idle_route = now - self._last_lease > limit
+        self._spares.reap(idle=idle_route)
+        if not idle_route:
+            self._spares.top_up()
         return len(doomed)
 
     def _expire_unclaimed(self, now: float) -> None:
@@ -319,7 +446,9 @@ class SessionPool:
         self._sessions.clear()
         self._detached.clear()
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(session.close() for session in everything), return_exceptions=True)
+            await asyncio.gather(
+                self._spares.close(), *(session.close() for session in everything), return_exceptions=True
+            )
         if self._owns_tasks:
             await self._tasks.aclose()
         self._report()

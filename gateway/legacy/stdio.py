@@ -149,10 +149,32 @@ class StdioSession(DemuxedSession):
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def open(self) -> None:
-        """Start the process → initialize → notifications/initialized → ping (``_settle``)."""
+    async def spawn(self) -> None:
+        """Only start the process (a pool's spare): :meth:`open` then does the handshake, with the
+        capabilities given to :meth:`adopt` by then. Starting the interpreter is most of a cold
+        session's cost; the handshake is a few milliseconds."""
         try:
             await self._spawn()
+        except BaseException:
+            await self.close()
+            raise
+
+    @property
+    def spawned(self) -> bool:
+        """The process was started and has not exited."""
+        return self._proc is not None and self._proc.returncode is None and self._failure is None
+
+    def adopt(self, capabilities: JsonObj) -> None:
+        """Before :meth:`open`: the capabilities the handshake declares (a spare is started before
+        the call whose client they come from arrives)."""
+        self._capabilities = capabilities
+
+    async def open(self) -> None:
+        """Start the process (unless :meth:`spawn` did) → initialize → notifications/initialized →
+        ping (``_settle``)."""
+        try:
+            if self._proc is None:
+                await self._spawn()
             try:
                 init = self._register(0, "initialize")
                 await self._write(self._initialize_body(), what="initialize")

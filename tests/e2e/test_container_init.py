@@ -128,6 +128,7 @@ def gateway_as_pid_1(command: list[str], tmp_path: Path) -> Iterator[tuple[subpr
                             "transport": "stdio",
                             "command": [sys.executable, str(server)],
                             "session_idle": 0.2,
+                            "prewarm": 0,  # one process per session: the zombies counted are theirs
                         },
                     }
                 ],

@@ -79,7 +79,7 @@ async def test_listen_sessions_count_in_the_routes_max_sessions(
 ) -> None:
     """One backend session (for stdio: one process) per credential must not escape the bound."""
     _, url = fake_backend
-    demo = route("demo", "/mcp", url, backend={"max_sessions": 2})
+    demo = route("demo", "/mcp", url, backend={"max_sessions": 2, "session_wait": 0})
     async with running_gateway([demo]) as gw, AsyncExitStack() as streams:
         for who in ("alice", "bob"):
             assert (await streams.enter_async_context(listen(http, gw.url(), who))).status == 200

@@ -379,3 +379,61 @@ async def test_the_pool_opens_one_process_per_session_and_closes_them(fake_serve
         await pool.close()
     for pid in pids:
         assert_reaped(pid)
+
+
+async def test_the_pool_keeps_spare_processes_and_a_call_only_does_the_handshake(fake_server: list[str]) -> None:
+    """``prewarm``: processes started ahead of need; a lease takes one (same pid), declares the
+    caller's capabilities in its handshake, and a new spare is started in its place."""
+    backend = {"transport": "stdio", "command": fake_server, "timeout": WAIT, "prewarm": 1, "max_sessions": 2}
+    route = {"name": "stdio", "path": "/mcp", "backend": backend}
+    settings = parse_config({"state": {"keys": ["k" * 32]}, "routes": [route]}, env={})
+    pool = SessionPool(None, settings.routes[0])  # type: ignore[arg-type]  # stdio never uses HTTP
+    pids: list[int | None] = []
+    try:
+        pool.prewarm()
+        async with asyncio.timeout(WAIT):
+            while pool.spare_count < 1:
+                await asyncio.sleep(0.01)
+        spare_pid = pool._spares._ready[0].pid
+        key = pool.key_for("Bearer a", CAPABILITIES)
+        async with asyncio.timeout(WAIT):
+            leased = await pool.lease(key, CAPABILITIES, {"Authorization": "Bearer a"})
+        session = leased.session
+        assert isinstance(session, StdioSession)
+        assert session.pid == spare_pid
+        assert session._capabilities["elicitation"] == CAPABILITIES["elicitation"]
+        assert (pool.initializations, pool.size) == (1, 1)
+        async with asyncio.timeout(WAIT):
+            while pool.spare_count < 1:  # the spare taken is replaced, within max_sessions (2)
+                await asyncio.sleep(0.01)
+        pids = [session.pid, pool._spares._ready[0].pid]
+        assert pids[1] != spare_pid
+    finally:
+        async with asyncio.timeout(WAIT):
+            await pool.close()
+    for pid in pids:
+        assert pid is not None
+        assert_reaped(pid)
+
+
+async def test_spare_processes_count_in_max_sessions(fake_server: list[str]) -> None:
+    backend = {"transport": "stdio", "command": fake_server, "timeout": WAIT, "prewarm": 3, "max_sessions": 2}
+    route = {"name": "stdio", "path": "/mcp", "backend": backend}
+    settings = parse_config({"state": {"keys": ["k" * 32]}, "routes": [route]}, env={})
+    pool = SessionPool(None, settings.routes[0])  # type: ignore[arg-type]  # stdio never uses HTTP
+    try:
+        pool.prewarm()
+        async with asyncio.timeout(WAIT):
+            while pool.spare_count < 2:
+                await asyncio.sleep(0.01)
+        assert len(pool._spares) == 2, "never more processes than max_sessions"
+        key = pool.key_for("Bearer a", CAPABILITIES)
+        async with asyncio.timeout(WAIT):
+            leased = [await pool.lease(key, CAPABILITIES, {}) for _ in range(2)]
+        assert pool.size + len(pool._spares) == 2
+        assert pool.initializations == 2
+        for pooled in leased:
+            pool.release(pooled)
+    finally:
+        async with asyncio.timeout(WAIT):
+            await pool.close()
