@@ -76,7 +76,6 @@ import re
 import secrets as _secrets
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Final, Literal, cast
 
 from cryptography.exceptions import InvalidTag
@@ -135,6 +134,8 @@ _NONCE_LEN: Final = 12
 _TAG_LEN: Final = 16
 _OTHER_VERSION_RE: Final = re.compile(r"v[0-9]+\.", re.ASCII)
 _WIRE_KEYS: Final = frozenset({"iat", "exp", "aud", "m", "t", "a", "p", "h", "r", "o", "x"})
+_ENCODE: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_DECODE: Final = json.JSONDecoder().decode
 
 
 class StateError(Exception):
@@ -240,10 +241,15 @@ class KeyRing:
         value, an ``extra`` that is not JSON-native) or whose token would exceed
         :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
         """
-        normal = replace(claims, extra=dict(claims.extra))
+        wire = _to_wire(claims)
         try:
-            payload = json.dumps(_to_wire(normal), separators=(",", ":"), allow_nan=False).encode("ascii")
-            if _from_wire(json.loads(payload)) != normal:
+            # The same checks unseal applies, on what is about to be sealed ...
+            checked = _from_wire(wire)
+            payload = _ENCODE(wire).encode("ascii")
+            # ... and, when there is an ``extra``, proof that it survives JSON unchanged (a tuple,
+            # a non-str key or a set would not). Without one, every claim is a str, an int or
+            # None that the checks above have pinned down, and JSON carries those as they are.
+            if claims.extra and _from_wire(_DECODE(payload.decode("ascii"))) != checked:
                 raise ValueError("extra must hold only JSON-native values (dict with str keys, list, ...)")
         except StateError as exc:
             raise ValueError(f"refusing to seal invalid claims: {exc.detail}") from exc
@@ -286,7 +292,7 @@ class KeyRing:
         except InvalidTag:
             raise StateError("decrypt_failed") from None
         try:
-            decoded: object = json.loads(payload)
+            decoded: object = _DECODE(payload.decode("utf-8"))
         except ValueError:  # includes UnicodeDecodeError
             raise StateError("bad_claims", "payload is not JSON") from None
         claims = _from_wire(decoded)
@@ -311,7 +317,7 @@ def _to_wire(claims: Claims) -> dict[str, Any]:
         "h": claims.hold_id,
         "r": claims.round,
         "o": claims.owner,
-        "x": claims.extra,
+        "x": dict(claims.extra),
     }
 
 
@@ -322,30 +328,67 @@ def _from_wire(decoded: object) -> Claims:
     if wire.keys() != _WIRE_KEYS:
         missing, unexpected = sorted(_WIRE_KEYS - wire.keys()), sorted(wire.keys() - _WIRE_KEYS)
         raise StateError("bad_claims", f"claim keys: missing {missing}, unexpected {unexpected}")
+    iat, exp, rnd = wire["iat"], wire["exp"], wire["r"]
+    aud, method, target, digest, hold, owner = wire["aud"], wire["m"], wire["t"], wire["a"], wire["h"], wire["o"]
+    principal, extra = wire["p"], wire["x"]
+    # One pass over the common case; on any doubt, the checks below in their fixed order say why.
+    # type() rather than isinstance() for integers: JSON true/false must not pass as 1/0.
+    if not (
+        type(iat) is int
+        and iat >= 0
+        and type(exp) is int
+        and exp > iat
+        and type(rnd) is int
+        and rnd >= 1
+        and isinstance(aud, str)
+        and aud
+        and isinstance(method, str)
+        and method in MRTR_METHODS
+        and isinstance(target, str)
+        and isinstance(digest, str)
+        and digest
+        and isinstance(hold, str)
+        and hold
+        and isinstance(owner, str)
+        and owner
+        and (principal is None or (isinstance(principal, str) and principal))
+        and isinstance(extra, dict)
+    ):
+        _explain(wire)
+    return Claims(
+        iat=cast("int", iat),
+        exp=cast("int", exp),
+        aud=cast("str", aud),
+        method=cast("str", method),
+        target=cast("str", target),
+        args_digest=cast("str", digest),
+        principal=cast("str | None", principal),
+        hold_id=cast("str", hold),
+        round=cast("int", rnd),
+        owner=cast("str", owner),
+        extra=cast("dict[str, Any]", extra),
+    )
+
+
+def _explain(wire: dict[str, object]) -> None:
+    """Raise the :class:`StateError` naming the first claim that is wrong (fixed order)."""
     iat = _int(wire, "iat", minimum=0)
-    exp = _int(wire, "exp", minimum=iat + 1)
+    _int(wire, "exp", minimum=iat + 1)
     method = _str(wire, "m", nonempty=True)
     if method not in MRTR_METHODS:
         raise StateError("bad_claims", f"claim 'm' is not one of {sorted(MRTR_METHODS)}")
     principal = wire["p"]
     if principal is not None and not (isinstance(principal, str) and principal):
         raise StateError("bad_claims", "claim 'p' must be a non-empty string or null")
-    extra = wire["x"]
-    if not isinstance(extra, dict):
+    if not isinstance(wire["x"], dict):
         raise StateError("bad_claims", "claim 'x' must be an object")
-    return Claims(
-        iat=iat,
-        exp=exp,
-        aud=_str(wire, "aud", nonempty=True),
-        method=method,
-        target=_str(wire, "t", nonempty=False),
-        args_digest=_str(wire, "a", nonempty=True),
-        principal=principal,
-        hold_id=_str(wire, "h", nonempty=True),
-        round=_int(wire, "r", minimum=1),
-        owner=_str(wire, "o", nonempty=True),
-        extra=cast("dict[str, Any]", extra),
-    )
+    _str(wire, "aud", nonempty=True)
+    _str(wire, "t", nonempty=False)
+    _str(wire, "a", nonempty=True)
+    _str(wire, "h", nonempty=True)
+    _int(wire, "r", minimum=1)
+    _str(wire, "o", nonempty=True)
+    raise AssertionError("unreachable: the fast check and the explanation disagree")  # pragma: no cover
 
 
 def _int(wire: dict[str, object], key: str, *, minimum: int) -> int:
