@@ -196,13 +196,15 @@ class HoldPolicy(Strict):
         "re-arms the hold's ttl, but never past this; a replayed call keeps the original call's limit.",
     )
     batch_window: float = Field(
-        0.01,
+        0.1,
         ge=0,
         le=5,
         description=(
-            "Seconds the backend may stay quiet after a server request before the round is sent, so requests "
-            "it sends together share one round. Each round costs this much latency; raise it for backends whose "
-            "requests arrive spread out (the round is still correct if one comes late: it becomes the next round)."
+            "Upper bound, in seconds, on gathering one input round after a server request. The round is sent as "
+            "soon as the backend has gone quiet (1 ms of silence, then one ping round trip that brings nothing "
+            "new), so requests it sends together share one round and a round costs about one backend round trip; "
+            "this bound only matters for a backend slow to answer the ping (the round is still correct if a "
+            "request comes late: it becomes the next round). 0 sends every round at once."
         ),
     )
     on_lost: Literal["error", "replay"] = Field(

@@ -131,7 +131,21 @@ class LegacySessionBase(abc.ABC):
 
     def _new_exchange(self, request_id: int | str, method: str) -> BoundedExchange:
         """An exchange bounded by the route's limits; crossing one breaks this session."""
-        return BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
+        exchange = BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
+        exchange.settle = self.ping_round_trip
+        return exchange
+
+    async def ping_round_trip(self) -> None:
+        """One ``ping`` sent and answered: the backend has run what it had ready before (how a
+        round knows it is complete, see :meth:`~gateway.legacy.session.Exchange.poll`). Anything
+        else that arrives on the ping's own stream goes to the lease holder."""
+        exchange = await self.start("ping", {}, {})
+        try:
+            while not isinstance(event := await exchange.next(self._timeout), FinalResponse):
+                if self._attached is not None:
+                    self._attached.push(event)
+        finally:
+            exchange.close_nowait()
 
     def _flooded(self, detail: str) -> None:
         self._broken = True

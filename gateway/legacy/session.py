@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +39,9 @@ CLAIMABLE_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "
 """Server requests a later call's client can answer; anything else unowned is refused at once."""
 MAX_UNCLAIMED = 8
 """Unowned server requests kept per session; past it the backend is refused (bounded memory)."""
+ROUND_QUIET = 0.001
+"""Seconds of backend silence after a server request before the ``ping`` that completes an input
+round (see :meth:`Exchange.poll`; both bounded by the route's ``batch_window``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,10 @@ class Exchange:
         """The gateway just sent the backend what it waited for (the client's answers): time the
         backend's next answer from now."""
         self._turn_since, self._answer_time = time.monotonic(), None
+    receiving: Callable[[], bool] | None = None
+    """Set by a transport that can tell: part of a message has arrived, the rest has not yet."""
+    settle: Callable[[], Awaitable[None]] | None = None
+    """A round trip through the backend (``ping``) that returns after what it had sent before."""
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if not self.done and not self.answered:
@@ -107,13 +114,43 @@ class Exchange:
         return self._take(item)
 
     async def poll(self, window: float) -> ExchangeEvent | None:
-        """The next event if one arrives within ``window`` seconds, else None (batching)."""
+        """The next event of the round being gathered, or None once the backend has gone quiet.
+
+        A server sends the requests of one round together (``asyncio.gather`` of an elicitation
+        and a sampling: two writes a few task switches apart), so the round is complete once
+        (1) nothing more has arrived for :data:`ROUND_QUIET` seconds, and (2) a ``ping`` round
+        trip through the backend (``settle``) has come back with nothing new before it - the
+        server answers the ping after it has run what it had ready, so a request it was about to
+        send is not missed because its process was descheduled for a moment. If a message is
+        half received (``receiving``), the rest is awaited. ``window`` (the route's
+        ``batch_window``) bounds the whole wait: a request that comes later than that is still
+        handled correctly, as the next round.
+        """
+        if not self.queue.empty():
+            return self._take(self.queue.get_nowait())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + window
+        item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
+        if item is None and self.receiving is not None and self.receiving():
+            item = await self._get_until(deadline)
+        if item is None and self.settle is not None and loop.time() < deadline:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self.settle()
+            except (TimeoutError, BackendUnavailable, SessionExpired):
+                pass  # bounded by the window, and the window alone decides then
+            # what the server wrote before its ping answer may still be in the stream's buffers
+            item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
+        return None if item is None else self._take(item)
+
+    async def _get_until(self, when: float) -> ExchangeEvent | BackendUnavailable | None:
+        if not self.queue.empty():
+            return self.queue.get_nowait()
         try:
-            async with asyncio.timeout(window):
-                item = await self.queue.get()
+            async with asyncio.timeout_at(when):
+                return await self.queue.get()
         except TimeoutError:
             return None
-        return self._take(item)
 
     def _take(self, item: ExchangeEvent | BackendUnavailable) -> ExchangeEvent:
         if isinstance(item, BackendUnavailable):

@@ -94,6 +94,10 @@ class SSEParser:
         """Bytes held for the event being received (unfinished line included)."""
         return self._since_event + self._partial_len
 
+    def mid_event(self) -> bool:
+        """Part of an event has arrived and its end has not."""
+        return self._since_event + self._partial_len > 0
+
     def _line(self, raw: bytes) -> SSEEvent | None:
         if not raw:
             if not self._data and not self._event:

@@ -31,8 +31,10 @@ from gateway.legacy.session import (
     JsonObj,
     SessionExpired,
 )
+from gateway.legacy.sse import SSEParser
 from gateway.legacy.wire import (
     backend_errors,
+    drain,
     final_response,
     jittered,
     jsonrpc_messages,
@@ -231,9 +233,11 @@ class StreamableHttpSession(HttpSessionBase):
         attempts = 0
         try:
             while True:
+                parser = SSEParser(self._limits.max_message_bytes)
+                exchange.receiving = parser.mid_event
                 try:
                     with backend_errors(exchange.method or "request"):
-                        async for event in sse_events(resp, max_event_bytes=self._limits.max_message_bytes):
+                        async for event in sse_events(resp, parser=parser):
                             if event.id:
                                 last_id = event.id
                             if event.retry is not None:
@@ -242,8 +246,10 @@ class StreamableHttpSession(HttpSessionBase):
                                 continue
                             await self._dispatch_event(event.data, exchange)
                             if exchange.answered:
+                                await drain(resp)
                                 return
                 finally:
+                    exchange.receiving = None
                     resp.release()
                 if last_id is None or attempts >= _RESUME_ATTEMPTS:
                     raise BackendUnavailable("stream_closed", "the backend closed the stream before answering")

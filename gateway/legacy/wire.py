@@ -80,6 +80,7 @@ async def sse_events(
     *,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     idle_timeout: float | None = None,
+    parser: SSEParser | None = None,
 ) -> AsyncIterator[SSEEvent]:
     """The events of one backend SSE response, without ever holding the event loop for long.
 
@@ -87,9 +88,10 @@ async def sse_events(
     :data:`LOOP_HOLD_SECONDS` it yields (``sleep(0)``), so a flood of tiny lines or one huge event
     costs other requests a few milliseconds at most. ``idle_timeout`` bounds the silence between
     two reads (``TimeoutError``); the parser bounds the bytes between two events
-    (:class:`~gateway.legacy.sse.SSELimitError`).
+    (:class:`~gateway.legacy.sse.SSELimitError`). A caller may pass its own ``parser`` to see how
+    much of an unfinished event has arrived (``buffered``).
     """
-    parser = SSEParser(max_event_bytes)
+    parser = parser or SSEParser(max_event_bytes)
     loop = asyncio.get_running_loop()
     held_since = loop.time()
     while True:
@@ -111,6 +113,21 @@ async def sse_events(
 def message_size(raw: str | bytes, count: int) -> int:
     """Wire bytes charged to each of ``count`` messages decoded from ``raw`` (a batch shares them)."""
     return len(raw) // max(count, 1) + 1
+
+
+DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 0.5
+
+
+async def drain(resp: aiohttp.ClientResponse) -> None:
+    """Read what is left of a response whose answer has been read (the end of an SSE stream), so
+    that releasing it returns the connection to the pool instead of closing it. Bounded in bytes
+    and time: a stream that goes on is released (and its connection closed) as before."""
+    left = DRAIN_BYTES
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError, ValueError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while left > 0 and (chunk := await resp.content.readany()):
+                left -= len(chunk)
 
 
 async def read_bounded(content: aiohttp.StreamReader, limit: int, *, what: str) -> bytes:
