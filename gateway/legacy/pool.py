@@ -38,12 +38,11 @@ import structlog
 
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, GatewayError, Overloaded
-from gateway.legacy.http_sse import HttpSseSession
-from gateway.legacy.limits import BackendLimits
+from gateway.legacy import factory
+from gateway.legacy.factory import LegacySession
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.stdio import StdioSession
-from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.state.claims import credential_digest
 from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps
@@ -51,7 +50,7 @@ from gateway.translate import capabilities as caps
 log = structlog.get_logger("gateway.pool")
 
 PoolKey = tuple[str, str]
-LegacySession = StreamableHttpSession | HttpSseSession | StdioSession
+__all__ = ["LegacySession", "PoolKey", "PooledSession", "SessionPool", "credential_digest"]
 
 
 @dataclass(eq=False)
@@ -356,47 +355,18 @@ class SessionPool:
         return session
 
     def _new_transport_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
-        backend = self._route.backend
-        offer = backend.protocol_version
-        legacy_caps = caps.to_legacy(normalized_caps, offer or "2025-11-25")
-        limits = BackendLimits(**backend.limits.model_dump())
-        if backend.transport == "stdio":
-            spare = self._spares.take()
-            if spare is not None:
-                spare.adopt(legacy_caps)
-                return spare
-            return self._stdio_session(legacy_caps, limits)
-        assert backend.url is not None  # the config requires it for HTTP transports
-        factory: type[StreamableHttpSession] | type[HttpSseSession]
-        factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
-        return factory(
-            self._http,
-            backend.url,
-            capabilities=legacy_caps,
-            headers=headers,
-            timeout=backend.timeout,
-            connect_timeout=backend.connect_timeout,
-            offer_version=offer,
-            limits=limits,
-        )
-
-    def _stdio_session(self, legacy_caps: JsonObj, limits: BackendLimits) -> StdioSession:
-        backend = self._route.backend
-        assert backend.command is not None  # the config requires it for stdio
-        return StdioSession(
-            backend.command,
-            env=backend.env,
-            cwd=backend.cwd,
-            capabilities=legacy_caps,
-            timeout=backend.timeout,
-            connect_timeout=backend.connect_timeout,
-            offer_version=backend.protocol_version,
-            limits=limits,
-        )
+        legacy_caps = factory.legacy_capabilities(self._route, normalized_caps)
+        if self._route.backend.transport != "stdio":
+            return factory.http_session(self._http, self._route, legacy_caps, headers)
+        spare = self._spares.take()
+        if spare is None:
+            return factory.stdio_session(self._route, legacy_caps)
+        spare.adopt(legacy_caps)
+        return spare
 
     def _new_spare(self) -> StdioSession:
         """An unstarted stdio session for :class:`StdioSpares` (capabilities come at lease)."""
-        return self._stdio_session({}, BackendLimits(**self._route.backend.limits.model_dump()))
+        return factory.stdio_session(self._route, {})
 
     def prewarm(self) -> None:
         """Start the route's spare stdio processes now (also done at every reap and lease)."""
