@@ -137,7 +137,12 @@ def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"{rounds['gateway']['p99_ms']:.2f}), native mcp 2.3.0 {rounds['native']['median_ms']:.2f} ms (p99 "
         f"{rounds['native']['p99_ms']:.2f}). Held calls: "
         + ", ".join(f"{c} holds {v['kib_per_hold']} KiB each" for c, v in holds["holds"].items())
-        + f" (baseline RSS {holds['baseline_rss_kib'] / 1024:.0f} MiB; light backend without a GET stream).",
+        + f" (baseline RSS {holds['baseline_rss_kib'] / 1024:.0f} MiB; light backend without a GET stream)"
+        + "".join(
+            f"; with a standalone GET stream per session, as FastMCP keeps: {c} holds {v['kib_per_hold']} KiB each"
+            for c, v in report.get("holds_get_stream", {}).get("holds", {}).items()
+        )
+        + ".",
         END,
     ]
     return "\n".join(lines)

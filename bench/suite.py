@@ -33,10 +33,27 @@ import aiohttp
 from bench import holds, large, passthrough, rounds, small
 from bench.harness import ROOT, Legacy, Modern, Processes, free_port, gateway_config, legacy_python, wait_http
 
-PROFILES = {
-    # latency samples, round samples, large-result runs, load seconds, codec iterations, hold counts
-    "full": {"runs": 300, "rounds": 150, "large": 3, "load": 5.0, "codec": 20000, "holds": [1000, 10000]},
-    "quick": {"runs": 60, "rounds": 40, "large": 1, "load": 2.0, "codec": 5000, "holds": [500, 2000]},
+PROFILES: dict[str, dict[str, Any]] = {
+    # latency samples, round samples, large-result runs, load seconds per path, codec iterations,
+    # hold counts (light backend without and with a standalone GET stream per session)
+    "full": {
+        "runs": 300,
+        "rounds": 150,
+        "large": 3,
+        "load": 5.0,
+        "codec": 20000,
+        "holds": [1000, 10000],
+        "holds_get_stream": [1000],
+    },
+    "quick": {
+        "runs": 60,
+        "rounds": 40,
+        "large": 1,
+        "load": 2.0,
+        "codec": 5000,
+        "holds": [500, 2000],
+        "holds_get_stream": [],
+    },
 }
 
 
@@ -141,6 +158,8 @@ async def run(profile: dict[str, Any], gateway_src: Path | None) -> dict[str, An
     report["codec"] = _codec(profile["codec"], env)
     print("held calls")
     report["holds"] = await holds.measure(profile["holds"], env=env)
+    if profile["holds_get_stream"]:
+        report["holds_get_stream"] = await holds.measure(profile["holds_get_stream"], get_stream=True, env=env)
     report["seconds"] = round(time.time() - report.pop("started"), 1)
     return report
 

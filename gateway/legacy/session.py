@@ -90,6 +90,7 @@ class Exchange:
         """The gateway just sent the backend what it waited for (the client's answers): time the
         backend's next answer from now."""
         self._turn_since, self._answer_time = time.monotonic(), None
+
     receiving: Callable[[], bool] | None = None
     """Set by a transport that can tell: part of a message has arrived, the rest has not yet."""
     settle: Callable[[], Awaitable[None]] | None = None

@@ -106,6 +106,9 @@ class StdioSpares:
         if self._closed:
             await spare.close()
             return
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.discard(task)  # counted once from here on: as ready
         self._ready.append(spare)
 
     def _started(self, task: asyncio.Task[None]) -> None:

@@ -383,7 +383,8 @@ async def test_word_server_that_prints_on_stdout_before_serving_works_through_st
     monkeypatch.setattr(stdio.log, "info", record)
     document = tmp_path / "notes.docx"
     env = {**FASTMCP_OFFLINE, "PYTHONUNBUFFERED": "1"}
-    route_ = published_stdio_route([pypi_server("word_mcp_server")], env=env, cwd=str(tmp_path))
+    # prewarm 0: the lines counted are the one session process's (a spare would print them too)
+    route_ = published_stdio_route([pypi_server("word_mcp_server")], env=env, cwd=str(tmp_path), prewarm=0)
     with anyio.fail_after(FLOW_TIMEOUT):
         async with running_gateway([route_]) as gateway, modern_client(gateway) as client:
             _, tools = await first_contact(client, "Word Document Server")
