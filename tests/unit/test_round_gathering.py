@@ -13,6 +13,11 @@ LONG_WINDOW = 3600.0
 BOUND = 10.0
 
 
+async def never() -> None:
+    """A ping that never comes back."""
+    await asyncio.Event().wait()
+
+
 def request(n: int) -> ServerRequest:
     return ServerRequest(n, "elicitation/create", {"message": str(n)})
 
@@ -45,7 +50,7 @@ async def test_a_request_sent_before_the_ping_answer_joins_the_round() -> None:
 
 async def test_requests_already_received_are_taken_without_waiting() -> None:
     exchange = Exchange(request_id=1, method="tools/call")
-    exchange.settle = asyncio.Event().wait  # would never return
+    exchange.settle = never
     exchange.push(request(1))
     exchange.push(request(2))
     async with asyncio.timeout(BOUND):
@@ -56,7 +61,7 @@ async def test_requests_already_received_are_taken_without_waiting() -> None:
 async def test_a_half_received_message_is_awaited_before_the_ping() -> None:
     exchange = Exchange(request_id=1, method="tools/call")
     exchange.receiving = lambda: True
-    exchange.settle = asyncio.Event().wait  # never reached: the message completes first
+    exchange.settle = never  # not reached: the message completes first
     loop = asyncio.get_running_loop()
     loop.call_later(0.01, exchange.push, request(3))
     async with asyncio.timeout(BOUND):
@@ -76,6 +81,6 @@ async def test_a_failed_ping_ends_the_round() -> None:
 
 async def test_the_window_bounds_a_ping_that_never_comes_back() -> None:
     exchange = Exchange(request_id=1, method="tools/call")
-    exchange.settle = asyncio.Event().wait
+    exchange.settle = never
     async with asyncio.timeout(BOUND):
         assert await exchange.poll(0.05) is None
