@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_types import jsonrpc
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -28,15 +30,15 @@ class Difference:
 
 DIFFERENCES: dict[str, Difference] = {
     "MCP-Protocol-Version missing": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32020, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.HEADER_MISMATCH, "id": "echoed"},
         spec="streamable-http.mdx §Server Validation: a missing required standard header (MCP-Protocol-Version) "
         "is a validation failure, 400 + -32020. The reference takes the MAY of §Protocol Version Header (treat "
         "a header-less request as 2025-03-26) and answers as a session-era server; the body here carries "
         "2026-07-28 `_meta`, so the gateway does not guess an older era.",
     ),
     "Mcp-Name with DEL character": Difference(
-        reference={"status": 400, "error": -32020, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.HEADER_MISMATCH, "id": "echoed"},
         gateway={"status": 400, "body": "no-jsonrpc"},
         spec="RFC 9110 §5.5: DEL is not a field-value character, so the message is not valid HTTP and the "
         "gateway's HTTP parser answers 400 before any JSON-RPC is read (RFC 9112 §2.2). streamable-http.mdx "
@@ -44,13 +46,13 @@ DIFFERENCES: dict[str, Difference] = {
         "invalid HTTP, as the reference's does.",
     ),
     "GET on the endpoint": Difference(
-        reference={"status": 400, "error": -32600},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST},
         gateway={"status": 405, "body": "no-jsonrpc"},
         spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: HTTP GET or DELETE to the MCP endpoint "
         "SHOULD get 405 Method Not Allowed. The reference answers as a 2025-11-25 server missing its session id.",
     ),
     "DELETE on the endpoint": Difference(
-        reference={"status": 400, "error": -32600},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST},
         gateway={"status": 405, "body": "no-jsonrpc"},
         spec="streamable-http.mdx §Earlier Streamable HTTP Revisions: as for GET, 405.",
     ),
@@ -74,60 +76,60 @@ DIFFERENCES: dict[str, Difference] = {
     ),
     "body contains NaN": Difference(
         reference={"status": 200, "resultType": "complete"},
-        gateway={"status": 400, "error": -32700},
+        gateway={"status": 400, "error": jsonrpc.PARSE_ERROR},
         spec="basic/index.mdx §Messages: messages MUST follow JSON-RPC 2.0, which is JSON (RFC 8259 §6: NaN and "
         "Infinity are not permitted). The reference's parser accepts the NaN literal; a body that is not JSON "
         "is a Parse error.",
     ),
     "jsonrpc member is 1.0": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},
         spec="basic/index.mdx §Error Responses: an error MUST carry the request's id unless it could not be read; "
         "here it could. The reference answers id null.",
     ),
     "params is an array": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},
         spec="basic/index.mdx §Error Responses: the id was readable, so it is echoed.",
     ),
     "posted JSON-RPC result response": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},
         spec="streamable-http.mdx §Sending Messages 4: the client MUST NOT post responses; both refuse with "
         "-32600. basic/index.mdx §Error Responses: the message's id was readable, so the gateway returns it.",
     ),
     "posted JSON-RPC error response": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},
         spec="As for a posted result response.",
     ),
     "retry with an unknown extra key": Difference(
-        reference={"status": 400, "error": -32602},
+        reference={"status": 400, "error": jsonrpc.INVALID_PARAMS},
         gateway={"status": 200, "resultType": "complete", "text": "city=Paris"},
         spec="basic/patterns/mrtr.mdx §Error Handling: if additional, unexpected parameters are provided in "
         "InputResponses, the server SHOULD ignore what it does not recognize. The reference refuses the retry.",
     ),
     "requestState replayed after the call completed": Difference(
         reference={"status": 200, "resultType": "complete"},
-        gateway={"status": 400, "error": -32602},
+        gateway={"status": 400, "error": jsonrpc.INVALID_PARAMS},
         spec="basic/patterns/mrtr.mdx §Server Requirements 5 (Warning): a server whose state must be consumed at "
         "most once MUST enforce it server-side. The gateway's state names a held backend exchange that is "
         "answered once; the reference's state is self-contained, so it re-runs the tool. Both are allowed.",
     ),
     "method is not a string": Difference(
-        reference={"status": 400, "error": -32600, "id": None},
-        gateway={"status": 400, "error": -32600, "id": "echoed"},
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},
         spec="basic/index.mdx §Error Responses: the id was readable, so it is echoed.",
     ),
     "tools/call without a name": Difference(
-        reference={"status": 400, "error": -32602},
-        gateway={"status": 400, "error": -32020},
+        reference={"status": 400, "error": jsonrpc.INVALID_PARAMS},
+        gateway={"status": 400, "error": jsonrpc.HEADER_MISMATCH},
         spec="The request is both malformed (no params.name: -32602) and contradicted by its Mcp-Name header "
         "(streamable-http.mdx §Server Validation: -32020); the spec orders neither check first. The gateway "
         "validates the routing headers before the params, so a proxy and the server agree on the refusal.",
     ),
     "initialize with modern headers": Difference(
-        reference={"status": 404, "error": -32601},
+        reference={"status": 404, "error": jsonrpc.METHOD_NOT_FOUND},
         gateway={"status": 200, "resultType": "absent"},
         spec="basic/versioning.mdx §Backward Compatibility: a dual-era server selects legacy semantics on an "
         "`initialize` request. The gateway is dual-era on streamable-HTTP routes and relays the legacy "
@@ -135,25 +137,25 @@ DIFFERENCES: dict[str, Difference] = {
     ),
     "unknown tool": Difference(
         reference={"status": 200, "resultType": "complete"},
-        gateway={"error": -32602},
+        gateway={"error": jsonrpc.INVALID_PARAMS},
         spec="server/tools.mdx §Error Handling: an unknown tool is a protocol error, returned as a JSON-RPC "
         "error (-32602 in the spec's example). The reference answers a tool result with isError.",
     ),
     "invalid cursor": Difference(
         reference={"status": 200, "resultType": "complete"},
-        gateway={"error": -32602},
+        gateway={"error": jsonrpc.INVALID_PARAMS},
         spec="server/utilities/pagination.mdx §Error Handling: invalid cursors SHOULD result in -32602. The "
         "reference ignores the cursor and lists from the start.",
     ),
     "unknown prompt": Difference(
-        reference={"status": 200, "error": -32603},
-        gateway={"error": -32602},
+        reference={"status": 200, "error": jsonrpc.INTERNAL_ERROR},
+        gateway={"error": jsonrpc.INVALID_PARAMS},
         spec="server/prompts.mdx §Error Handling: an invalid prompt name SHOULD be -32602; the reference "
         "answers -32603 Internal error.",
     ),
     "prompt missing a required argument": Difference(
-        reference={"status": 200, "error": -32603},
-        gateway={"error": -32602},
+        reference={"status": 200, "error": jsonrpc.INTERNAL_ERROR},
+        gateway={"error": jsonrpc.INVALID_PARAMS},
         spec="server/prompts.mdx §Error Handling: missing required arguments SHOULD be -32602; the reference "
         "answers -32603 Internal error.",
     ),

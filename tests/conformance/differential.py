@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from mcp_types import jsonrpc
 
 from conformance.differences import DIFFERENCES
 from conformance.wire import SERVER_INFO, Exchange, Observed, send
@@ -81,9 +82,9 @@ def shape(observed: Observed, sent_id: Any) -> Shape:
         error = final["error"]
         out["error"] = error.get("code")
         data = error.get("data")
-        if error.get("code") == -32022 and isinstance(data, dict):
+        if error.get("code") == jsonrpc.UNSUPPORTED_PROTOCOL_VERSION and isinstance(data, dict):
             out["data.supported"] = sorted(data.get("supported") or [])
-        if error.get("code") == -32021 and isinstance(data, dict):
+        if error.get("code") == jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY and isinstance(data, dict):
             out["data.requiredCapabilities"] = data.get("requiredCapabilities")
         return out
     result = final.get("result")

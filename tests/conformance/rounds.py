@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from mcp_types import jsonrpc
+
 from conformance.differential import Target
 from conformance.wire import Exchange, Observed, call
 
@@ -22,7 +24,7 @@ INPUT_REQUIRED = {
     "requestState": True,
 }
 COMPLETE = {"status": 200, "id": "echoed", "resultType": "complete", "serverInfo": True}
-INVALID_PARAMS = {"status": 400, "id": "echoed", "error": -32602}
+INVALID_PARAMS = {"status": 400, "id": "echoed", "error": jsonrpc.INVALID_PARAMS}
 
 
 def text(observed: Observed) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair
 from conformance.wire import call
@@ -26,5 +27,10 @@ CAPABILITY_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str,
 async def test_undeclared_capability_is_32021(
     pair: Pair, case: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any], required: dict[str, Any]
 ) -> None:
-    expect = {"status": 400, "id": "echoed", "error": -32021, "data.requiredCapabilities": required}
+    expect = {
+        "status": 400,
+        "id": "echoed",
+        "error": jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "data.requiredCapabilities": required,
+    }
     await pair.check(case, call(tool, arguments, capabilities=capabilities), expect)

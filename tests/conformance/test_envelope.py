@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair
 from conformance.wire import (
@@ -28,10 +29,10 @@ from conformance.wire import (
 pytestmark = pytest.mark.interop
 
 OK = {"status": 200, "body": "jsonrpc", "id": "echoed", "resultType": "complete", "serverInfo": True}
-INVALID_PARAMS = {"status": 400, "id": "echoed", "error": -32602}
-INVALID_REQUEST = {"status": 400, "error": -32600}
-PARSE_ERROR = {"status": 400, "error": -32700}
-UNSUPPORTED = {"status": 400, "id": "echoed", "error": -32022, "data.supported": [MODERN]}
+INVALID_PARAMS = {"status": 400, "id": "echoed", "error": jsonrpc.INVALID_PARAMS}
+INVALID_REQUEST = {"status": 400, "error": jsonrpc.INVALID_REQUEST}
+PARSE_ERROR = {"status": 400, "error": jsonrpc.PARSE_ERROR}
+UNSUPPORTED = {"status": 400, "id": "echoed", "error": jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, "data.supported": [MODERN]}
 
 ADD = call("add", {"a": 1, "b": 2})
 LIST = request("tools/list")
@@ -122,7 +123,7 @@ FRAMING_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     (
         "tools/call arguments is an array",
         raw_post(envelope("tools/call", {"name": "add", "arguments": [1]})),
-        {"status": 400, "id": "echoed", "error": -32602},
+        {"status": 400, "id": "echoed", "error": jsonrpc.INVALID_PARAMS},
     ),
     (
         "tools/call without a name",
@@ -138,12 +139,12 @@ FRAMING_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
         {"status": 200},
     ),
     ("params is an array", raw_post({**ADD_MESSAGE, "params": [1, 2]}), INVALID_REQUEST),
-    ("method unknown", request("no/such/method"), {"status": 404, "id": "echoed", "error": -32601}),
-    ("ping was removed", request("ping"), {"status": 404, "id": "echoed", "error": -32601}),
+    ("method unknown", request("no/such/method"), {"status": 404, "id": "echoed", "error": jsonrpc.METHOD_NOT_FOUND}),
+    ("ping was removed", request("ping"), {"status": 404, "id": "echoed", "error": jsonrpc.METHOD_NOT_FOUND}),
     (
         "logging/setLevel was removed",
         request("logging/setLevel", {"level": "info"}),
-        {"status": 404, "id": "echoed", "error": -32601},
+        {"status": 404, "id": "echoed", "error": jsonrpc.METHOD_NOT_FOUND},
     ),
 ]
 
@@ -218,7 +219,7 @@ META_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
     (
         "_meta protocolVersion is a number",
         call("add", {"a": 1, "b": 2}, meta={PROTOCOL_VERSION: 20260728}),
-        {"status": 400, "id": "echoed", "error": -32020},
+        {"status": 400, "id": "echoed", "error": jsonrpc.HEADER_MISMATCH},
     ),
     (
         "inputResponses and requestState on tools/list are ignored",

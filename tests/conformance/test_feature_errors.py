@@ -7,6 +7,7 @@ server answers some of these with code 0; the gateway maps them."""
 from __future__ import annotations
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair
 from conformance.wire import Exchange, call, request
@@ -24,4 +25,4 @@ ERROR_CASES: list[tuple[str, Exchange]] = [
 
 @pytest.mark.parametrize(("case", "exchange"), ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
 async def test_feature_error_is_invalid_params(pair: Pair, case: str, exchange: Exchange) -> None:
-    await pair.check(case, exchange, {"id": "echoed", "error": -32602})
+    await pair.check(case, exchange, {"id": "echoed", "error": jsonrpc.INVALID_PARAMS})

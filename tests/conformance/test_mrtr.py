@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair, Target
 from conformance.rounds import (
@@ -86,7 +87,7 @@ async def test_request_state_of_another_route_is_refused(pair: Pair) -> None:
         "ask_city", {}, id_=101, inputResponses=answer_city(keys_by_method(result)), requestState=result["requestState"]
     )
     answer = await send(pair.gateway.http, pair.gateway.other_url, retry_exchange)
-    assert (answer.status, answer.error["code"]) == (400, -32602)
+    assert (answer.status, answer.error["code"]) == (400, jsonrpc.INVALID_PARAMS)
 
 
 async def test_request_state_is_used_once(pair: Pair) -> None:

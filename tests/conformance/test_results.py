@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair
 from conformance.wire import MODERN, Exchange, Observed, call, request
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.interop
 
 COMPLETE = {"status": 200, "id": "echoed", "resultType": "complete", "serverInfo": True}
 CACHEABLE = {**COMPLETE, "cacheHints": "valid"}
-INVALID_PARAMS = {"status": 200, "id": "echoed", "error": -32602}
+INVALID_PARAMS = {"status": 200, "id": "echoed", "error": jsonrpc.INVALID_PARAMS}
 """A -32602 raised while serving a valid request: HTTP 400 is only required for the envelope failures
 the transport lists, so the status is compared between the servers, not fixed here."""
 

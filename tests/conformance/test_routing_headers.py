@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from mcp_types import jsonrpc
 
 from conformance.differential import Pair
 from conformance.wire import Exchange, b64_sentinel, call, request
@@ -16,7 +17,7 @@ from conformance.wire import Exchange, b64_sentinel, call, request
 pytestmark = pytest.mark.interop
 
 OK = {"status": 200, "body": "jsonrpc", "id": "echoed", "resultType": "complete", "serverInfo": True}
-MISMATCH = {"status": 400, "id": "echoed", "error": -32020}
+MISMATCH = {"status": 400, "id": "echoed", "error": jsonrpc.HEADER_MISMATCH}
 
 ADD = call("add", {"a": 1, "b": 2})
 REGIONAL_ARGS = {"region": "us-west1", "query": "q", "count": 3}

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 from harness import TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -26,7 +27,7 @@ BOUND = 30  # seconds: every wait in these tests is bounded
 def assert_draining_refusal(reply: Any) -> None:
     assert reply.status == 503
     assert reply.headers["Retry-After"] == "1"
-    assert reply.error["code"] == -32603
+    assert reply.error["code"] == INTERNAL_ERROR
     assert reply.error["data"]["reason"] == "draining"
 
 

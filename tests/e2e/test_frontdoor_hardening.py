@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 import structlog
 from harness import MODERN, BareClient, route, running_gateway
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from gateway.demo.backend import DemoBackend
 from gateway.observability.logging import configure_logging
@@ -264,7 +265,7 @@ async def test_gateway_cursors_page_through_and_a_foreign_cursor_is_invalid_para
         assert {t["name"] for t in second["tools"]}.isdisjoint({t["name"] for t in first["tools"]})
         for cursor in ("2", "garbage", first["nextCursor"] + "A", first["nextCursor"][:-2]):
             refused = await client.request("tools/list", {"cursor": cursor})
-            assert (refused.status, refused.error["code"]) == (400, -32602), cursor
+            assert (refused.status, refused.error["code"]) == (400, INVALID_PARAMS), cursor
         # A cursor issued for one list is not valid for another.
         other = await client.request("prompts/list", {"cursor": first["nextCursor"]})
-        assert other.error["code"] == -32602
+        assert other.error["code"] == INVALID_PARAMS

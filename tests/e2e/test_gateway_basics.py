@@ -10,6 +10,14 @@ import time
 import aiohttp
 import pytest
 from harness import BareClient, route, running_gateway
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 
 from gateway import keys
 from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
@@ -70,7 +78,7 @@ async def test_legacy_resource_not_found_becomes_invalid_params(
     _, url = fake_backend
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         reply = await BareClient(http, gw.url()).request("resources/read", {"uri": "demo://missing"})
-    assert reply.error["code"] == -32602
+    assert reply.error["code"] == INVALID_PARAMS
 
 
 @pytest.mark.parametrize("fake_backend", [{"page_size": 2}], indirect=True)
@@ -139,7 +147,7 @@ async def test_backend_down_is_a_clear_backend_unavailable_error(http: aiohttp.C
         started = time.monotonic()
         reply = await BareClient(http, gw.url()).call_tool("add", {"a": 1, "b": 2})
     assert reply.status == 502
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
     assert reply.error["data"]["cause"] == "connect_failed"
     assert time.monotonic() - started < 2
 
@@ -156,7 +164,11 @@ async def test_silent_backend_times_out_within_the_route_timeout(
         reply = await client.call_tool("add", {"a": 1, "b": 2})
         elapsed = time.monotonic() - started
         backend.hang = False
-    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (502, -32603, "backend_unavailable")
+    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (
+        502,
+        INTERNAL_ERROR,
+        "backend_unavailable",
+    )
     assert reply.error["data"]["cause"] == "timeout"
     assert elapsed < 2.5
 
@@ -170,7 +182,7 @@ async def test_failing_or_garbage_backend_is_unavailable_not_client_error(
     async with running_gateway([route("demo", "/mcp", url, backend={"timeout": 2})]) as gw:
         reply = await BareClient(http, gw.url()).call_tool("add", {"a": 1, "b": 2})
     assert reply.status == 502
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
     assert reply.error["data"]["cause"] == reason
 
 
@@ -193,16 +205,16 @@ async def test_front_door_rejections_travel_end_to_end(fake_backend: Backend, ht
         async with http.delete(gw.url()) as resp:
             assert resp.status == 405
         unknown = await client.request("ping")
-        assert (unknown.status, unknown.error["code"]) == (404, -32601)
+        assert (unknown.status, unknown.error["code"]) == (404, METHOD_NOT_FOUND)
         bad_version = await client.request(
             "tools/list",
             {"_meta": {"io.modelcontextprotocol/protocolVersion": "1900-01-01"}},
             headers={"MCP-Protocol-Version": "1900-01-01"},
         )
-        assert (bad_version.status, bad_version.error["code"]) == (400, -32022)
+        assert (bad_version.status, bad_version.error["code"]) == (400, UNSUPPORTED_PROTOCOL_VERSION)
         assert bad_version.error["data"]["supported"] == ["2026-07-28"]
         mismatch = await client.call_tool("add", {"a": 1, "b": 1}, headers={"Mcp-Name": "other"})
-        assert (mismatch.status, mismatch.error["code"]) == (400, -32020)
+        assert (mismatch.status, mismatch.error["code"]) == (400, HEADER_MISMATCH)
         big = await client.call_tool("echo", {"text": "x" * 4096})
         assert big.status == 413
         notification = await http.post(
@@ -222,7 +234,7 @@ async def test_front_door_rejections_travel_end_to_end(fake_backend: Backend, ht
             },
         ) as resp:
             assert resp.status == 400
-            assert (await resp.json())["error"]["code"] == -32700
+            assert (await resp.json())["error"]["code"] == PARSE_ERROR
 
 
 async def test_health_ready_and_metrics(fake_backend: Backend, http: aiohttp.ClientSession) -> None:

@@ -9,6 +9,7 @@ import base64
 import aiohttp
 import pytest
 from harness import SAMPLED, BareClient, accept, route, running_gateway
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -86,7 +87,7 @@ async def test_missing_answers_are_asked_again_in_the_same_hold(
         assert list(again["inputRequests"]) == [sample_key]
         assert again["requestState"] != result["requestState"]
         stale = await client.retry("ask_and_sample", result["requestState"], {sample_key: SAMPLED})
-        assert stale.error["code"] == -32602
+        assert stale.error["code"] == INVALID_PARAMS
         done = await client.retry("ask_and_sample", again["requestState"], {sample_key: SAMPLED})
     assert done.text == "city=Rome;sampled=short"
 
@@ -167,16 +168,16 @@ async def test_refused_states_leave_the_hold_usable_with_the_right_state(
         ]
         for reply in refused:
             assert reply.status == 400
-            assert reply.error["code"] == -32602
+            assert reply.error["code"] == INVALID_PARAMS
             assert reply.error["message"] == "Invalid or expired requestState"
         wrong_tool = await client.call_tool(
             "add", {"a": 1, "b": 2}, extra={"inputResponses": answer, "requestState": state}
         )
-        assert wrong_tool.error["code"] == -32602
+        assert wrong_tool.error["code"] == INVALID_PARAMS
         done = await client.retry("ask_city", state, answer)
         assert done.text == "city=Paris"
         reused = await client.retry("ask_city", state, answer)
-        assert reused.error["code"] == -32602
+        assert reused.error["code"] == INVALID_PARAMS
         metrics = gw.app[keys.METRICS]
         reasons = {s.labels["reason"] for s in metrics.state_rejections.collect()[0].samples if s.value}
     assert {"decrypt_failed", "principal", "audience", "arguments", "malformed", "bad_version"} <= reasons
@@ -192,7 +193,7 @@ async def test_an_older_rounds_state_is_refused(fake_backend: Backend, http: aio
         ((k2, request),) = second["inputRequests"].items()
         assert "Ada" in request["params"]["message"]
         replay = await client.retry("ask_two", first["requestState"], {k1: accept(name="Eve")})
-        assert replay.error["code"] == -32602
+        assert replay.error["code"] == INVALID_PARAMS
         done = await client.retry("ask_two", second["requestState"], {k2: accept(color="red")})
     assert done.text == "name=Ada;color=red"
 
@@ -206,7 +207,7 @@ async def test_malformed_input_responses_are_invalid_params_and_keep_the_hold(
         result = (await client.call_tool("ask_city")).result
         (key,) = result["inputRequests"]
         bad = await client.retry("ask_city", result["requestState"], {key: {"action": "perhaps"}})
-        assert bad.error["code"] == -32602
+        assert bad.error["code"] == INVALID_PARAMS
         assert bad.error["message"] != "Invalid or expired requestState"
         done = await client.retry("ask_city", result["requestState"], {key: accept(city="Oslo")})
     assert done.text == "city=Oslo"
@@ -234,7 +235,7 @@ async def test_hold_expiry_cancels_the_backend_elicitation_and_frees_the_session
         await _until(lambda: len(gw.app[keys.HOLDS]) == 0 and pool.leased_count == 0)
         (key,) = result["inputRequests"]
         late = await client.retry("ask_city", result["requestState"], {key: accept(city="Late")})
-        assert late.error["code"] == -32602
+        assert late.error["code"] == INVALID_PARAMS
         again = await client.call_tool("add", {"a": 1, "b": 1})
         assert again.text == "2"
     assert backend.initialize_count == 1
@@ -252,7 +253,7 @@ async def test_hold_bounds_refuse_new_interactive_calls_with_503(
         refused = await alice.call_tool("ask_city")
         assert refused.status == 503
         assert refused.headers["Retry-After"] == "7"
-        assert (refused.error["code"], refused.error["data"]["reason"]) == (-32603, "overloaded")
+        assert (refused.error["code"], refused.error["data"]["reason"]) == (INTERNAL_ERROR, "overloaded")
         assert refused.error["data"]["cause"] == "principal_hold_limit"
         bob = await BareClient(http, gw.url(), authorization="Bearer bob").call_tool("ask_city")
         assert bob.result["resultType"] == "input_required"
@@ -282,4 +283,4 @@ async def test_backend_dying_while_a_call_is_held_gives_a_clear_error(http: aioh
         await runner.cleanup()
         (key,) = result["inputRequests"]
         reply = await client.retry("ask_city", result["requestState"], {key: accept(city="X")})
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")

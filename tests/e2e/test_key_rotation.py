@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 from harness import BareClient, accept, route, running_gateway
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -125,6 +126,6 @@ async def test_dropping_the_old_key_refuses_its_states(
         assert await gw.app[keys.KEY_WATCHER].check()
         (key,) = held["inputRequests"]
         refused = await client.retry("ask_city", held["requestState"], {key: accept(city="Rome")})
-        assert refused.error["code"] == -32602
+        assert refused.error["code"] == INVALID_PARAMS
         assert refused.error["message"] == WIRE_MESSAGE
         assert gw.app[keys.METRICS].state_rejections.labels("unknown_key")._value.get() == 1

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from harness import BareClient, route, running_gateway
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway import keys
 
@@ -71,7 +72,7 @@ async def test_malformed_sse_is_backend_unavailable_and_the_session_is_discarded
         assert counters["initialize"] == 1
         broken = await client.call_tool("garbage")
         assert broken.status == 502
-        assert (broken.error["code"], broken.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert (broken.error["code"], broken.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
         assert broken.error["data"]["cause"] == "malformed_response"
         assert (await client.call_tool("ok")).result["resultType"] == "complete"
         assert counters["initialize"] == 2  # the poisoned session was not handed out again

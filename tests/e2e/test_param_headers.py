@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 from harness import BareClient, route, running_gateway
+from mcp_types.jsonrpc import HEADER_MISMATCH
 
 from gateway.demo.backend import DemoBackend
 from gateway.frontdoor.headers import encode_header_value
@@ -31,7 +32,7 @@ async def test_param_headers_must_match_annotated_arguments(
     if accepted:
         assert reply.text == "weather in Paris for 3 days"
     else:
-        assert (reply.status, reply.error["code"]) == (400, -32020)
+        assert (reply.status, reply.error["code"]) == (400, HEADER_MISMATCH)
 
 
 async def test_non_ascii_param_values_are_base64_encoded(fake_backend: Backend, http: aiohttp.ClientSession) -> None:

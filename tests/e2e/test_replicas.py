@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from harness import MODERN, TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
 from gateway import keys
 from gateway.app import build_app
@@ -61,7 +62,7 @@ async def test_forwarding_keeps_the_bindings_of_the_original_request(
         stolen = await BareClient(http, b.url(), authorization="Bearer mallory").retry(
             "ask_city", first["requestState"], {key: accept(city="x")}
         )
-        assert (stolen.status, stolen.error["code"]) == (400, -32602)
+        assert (stolen.status, stolen.error["code"]) == (400, INVALID_PARAMS)
         done = await BareClient(http, b.url(), authorization="Bearer alice").retry(
             "ask_city", first["requestState"], {key: accept(city="Oslo")}
         )
@@ -79,7 +80,7 @@ async def test_an_unreachable_owner_is_a_clear_retryable_error(
         await a.runner.cleanup()
         reply = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
     assert reply.status == 502
-    assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "hold_lost")
+    assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "hold_lost")
     assert reply.error["data"]["cause"] == "owner_unreachable"
 
 
@@ -94,7 +95,7 @@ async def test_without_an_advertised_address_the_retry_gets_hold_lost(
         first = (await BareClient(http, one.url()).call_tool("ask_city")).result
         (key,) = first["inputRequests"]
         reply = await BareClient(http, two.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
-    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (502, -32603, "hold_lost")
+    assert (reply.status, reply.error["code"], reply.error["data"]["reason"]) == (502, INTERNAL_ERROR, "hold_lost")
     assert reply.error["data"]["cause"] == "owner_unreachable"
 
 
@@ -171,7 +172,7 @@ async def test_without_replay_a_lost_call_is_an_error_and_nothing_reruns(
         assert a.runner is not None
         await a.runner.cleanup()
         reply = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
-        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "hold_lost")
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "hold_lost")
         assert b.app[keys.METRICS].forwards.labels("demo", "replayed")._value.get() == 0
         assert len(b.app[keys.HOLDS]) == 0
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from harness import BareClient, route, running_gateway
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 pytestmark = pytest.mark.interop
 
@@ -35,7 +36,7 @@ async def test_unknown_names_and_missing_prompt_arguments_are_invalid_params(
     client: BareClient, method: str, params: dict[str, object], message: str
 ) -> None:
     reply = await client.request(method, params)
-    assert (reply.status, reply.error["code"]) == (400, -32602), reply.body
+    assert (reply.status, reply.error["code"]) == (400, INVALID_PARAMS), reply.body
     assert message in reply.error["message"]
 
 

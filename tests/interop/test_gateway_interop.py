@@ -16,6 +16,7 @@ import pytest
 from harness import BareClient, GatewayHandle, accept, route, running_gateway
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from gateway import keys
 from interop.flows import FLOW_TIMEOUT, ROOTS, SAMPLED_TEXT, Recorder, WireLog, text_of
@@ -245,13 +246,13 @@ async def test_bad_states_are_refused_and_the_hold_survives(
     for reply in refusals:
         assert (reply.status, reply.error["code"], reply.error["message"]) == (
             400,
-            -32602,
+            INVALID_PARAMS,
             "Invalid or expired requestState",
         )
     second = (await alice.retry("ask_two", state, answer)).result
     assert second["resultType"] == "input_required"
     reused = await alice.retry("ask_two", state, answer)
-    assert reused.error["code"] == -32602
+    assert reused.error["code"] == INVALID_PARAMS
     (key2,) = second["inputRequests"]
     done = await alice.retry("ask_two", second["requestState"], {key2: accept(color="red")})
     assert done.text == "name=Ann;color=red"
@@ -275,7 +276,7 @@ async def test_expired_hold_cancels_the_elicitation_and_the_session_is_reused(
         assert pool.initializations == before
         (key,) = held["inputRequests"]
         late = await client.retry("ask_city", held["requestState"], {key: accept(city="x")})
-        assert late.error["code"] == -32602
+        assert late.error["code"] == INVALID_PARAMS
 
 
 async def test_a_kind_the_client_did_not_declare_is_never_sent_to_it(
@@ -286,6 +287,6 @@ async def test_a_kind_the_client_did_not_declare_is_never_sent_to_it(
     (basic/index.mdx §_meta; more in test_missing_capability.py)."""
     reply = await BareClient(http, gateway.url()).call_tool("ask_city", capabilities={"sampling": {}})
     assert reply.status == 400
-    assert reply.error["code"] == -32021
+    assert reply.error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
     assert "inputRequests" not in reply.body.get("result", {})

@@ -120,7 +120,11 @@ async def test_the_reference_server_answers_the_same_status_code_and_data(
 ) -> None:
     ours = await BareClient(http, gateway.url(path), capabilities=declared).call_tool(tool, arguments)
     reference = await BareClient(http, native_server, capabilities=declared).call_tool(tool, arguments)
-    assert (ours.status, ours.error["code"]) == (reference.status, reference.error["code"]) == (400, -32021)
+    assert (
+        (ours.status, ours.error["code"])
+        == (reference.status, reference.error["code"])
+        == (400, MISSING_REQUIRED_CLIENT_CAPABILITY)
+    )
     assert ours.error["data"] == reference.error["data"] == {"requiredCapabilities": required}
 
 

@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 from harness import BareClient, accept, route, running_gateway
 from mcp.client import Client
+from mcp_types.jsonrpc import INTERNAL_ERROR
 from peers.runner import free_port, legacy_argv, legacy_url, run_peer
 
 from gateway import keys
@@ -99,7 +100,7 @@ async def test_backend_killed_while_a_call_is_held(peer_log_dir: Path, http: aio
         (key,) = held["inputRequests"]
         started = time.monotonic()
         reply = await client.retry("ask_city", held["requestState"], {key: accept(city="x")})
-        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
         assert reply.status == 502
         assert reply.error["data"]["cause"] in {"stream_closed", "stream_broken", "connect_failed", "session_lost"}
         assert time.monotonic() - started < 4
@@ -115,7 +116,7 @@ async def test_json_response_server_cannot_ask_so_the_call_ends_with_a_clear_tim
         assert (await client.call_tool("add", {"a": 1, "b": 2})).text == "3"
         started = time.monotonic()
         reply = await client.call_tool("ask_city")
-        assert (reply.error["code"], reply.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert (reply.error["code"], reply.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
         assert reply.error["data"]["cause"] == "timeout"
         assert time.monotonic() - started < 3
 
@@ -133,7 +134,7 @@ async def test_stateless_server_loses_the_answer_so_the_retry_ends_with_a_clear_
         (key,) = result["inputRequests"]
         started = time.monotonic()
         done = await client.retry("ask_city", result["requestState"], {key: accept(city="x")})
-        assert (done.error["code"], done.error["data"]["reason"]) == (-32603, "backend_unavailable")
+        assert (done.error["code"], done.error["data"]["reason"]) == (INTERNAL_ERROR, "backend_unavailable")
         assert time.monotonic() - started < 3
 
 
@@ -146,7 +147,7 @@ async def test_silent_backend_call_times_out_on_the_route_timeout_and_is_cancell
         started = time.monotonic()
         reply = await client.call_tool("wait_for_cancel", {"tag": tag, "seconds": 30})
         assert (reply.error["code"], reply.error["data"]) == (
-            -32603,
+            INTERNAL_ERROR,
             {"reason": "backend_unavailable", "cause": "timeout"},
         )
         assert reply.status == 502

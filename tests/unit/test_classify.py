@@ -7,6 +7,14 @@ import json
 from typing import Any
 
 import pytest
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 
 from gateway.frontdoor.classify import (
     Accepted,
@@ -144,51 +152,51 @@ def test_body_over_the_limit_is_413() -> None:
     ids=["syntax", "empty", "not-utf8", "nan", "too-deep"],
 )
 def test_unparseable_body_is_parse_error(raw: bytes) -> None:
-    outcome = rejected(run(raw, headers_for(message())), -32700, 400, "bad_json")
+    outcome = rejected(run(raw, headers_for(message())), PARSE_ERROR, 400, "bad_json")
     assert outcome.id is None
     assert outcome.message == "Parse error"
 
 
 def test_batch_is_invalid_request() -> None:
-    outcome = rejected(run([message()], headers_for(message())), -32600, 400, "batch")
+    outcome = rejected(run([message()], headers_for(message())), INVALID_REQUEST, 400, "batch")
     assert outcome.message == "Invalid Request"
 
 
 @pytest.mark.parametrize("value", ["a string", 5, None])
 def test_non_object_body_is_invalid_request(value: Any) -> None:
-    rejected(run(json.dumps(value).encode(), headers_for(message())), -32600, 400, "not_object")
+    rejected(run(json.dumps(value).encode(), headers_for(message())), INVALID_REQUEST, 400, "not_object")
 
 
 @pytest.mark.parametrize("field", ["result", "error"])
 def test_posted_response_is_invalid_request(field: str) -> None:
     body = {"jsonrpc": "2.0", "id": 7, field: {}}
-    outcome = rejected(run(body, headers_for(message())), -32600, 400, "posted_response")
+    outcome = rejected(run(body, headers_for(message())), INVALID_REQUEST, 400, "posted_response")
     assert outcome.id == 7
 
 
 @pytest.mark.parametrize("jsonrpc", ["1.0", None, 2.0])
 def test_wrong_jsonrpc_version_is_invalid_request(jsonrpc: Any) -> None:
     body = message(jsonrpc=jsonrpc)
-    outcome = rejected(run(body), -32600, 400, "bad_jsonrpc")
+    outcome = rejected(run(body), INVALID_REQUEST, 400, "bad_jsonrpc")
     assert outcome.id == 1
 
 
 def test_missing_jsonrpc_member_is_invalid_request() -> None:
     body = message()
     del body["jsonrpc"]
-    rejected(run(body), -32600, 400, "bad_jsonrpc")
+    rejected(run(body), INVALID_REQUEST, 400, "bad_jsonrpc")
 
 
 @pytest.mark.parametrize("method", [5, None, ["tools/call"]])
 def test_non_string_method_is_invalid_request(method: Any) -> None:
     body = message()
     body["method"] = method
-    rejected(run(body, headers_for(message())), -32600, 400, "bad_method")
+    rejected(run(body, headers_for(message())), INVALID_REQUEST, 400, "bad_method")
 
 
 @pytest.mark.parametrize("request_id", [True, None, 1.5, {"a": 1}, [1]])
 def test_invalid_id_is_invalid_request_without_id(request_id: Any) -> None:
-    outcome = rejected(run(message(id=request_id)), -32600, 400, "bad_id")
+    outcome = rejected(run(message(id=request_id)), INVALID_REQUEST, 400, "bad_id")
     assert outcome.id is None
 
 
@@ -196,7 +204,7 @@ def test_invalid_id_is_invalid_request_without_id(request_id: Any) -> None:
 def test_non_object_params_is_invalid_request(params: Any) -> None:
     body = message()
     body["params"] = params
-    outcome = rejected(run(body, headers_for(message())), -32600, 400, "bad_params")
+    outcome = rejected(run(body, headers_for(message())), INVALID_REQUEST, 400, "bad_params")
     assert outcome.id == 1
 
 
@@ -235,7 +243,7 @@ def test_modern_envelope_without_version_header_is_a_header_mismatch() -> None:
     body = message()
     outcome = rejected(
         run(body, headers_for(body, MCP_Protocol_Version=None)),
-        -32020,
+        HEADER_MISMATCH,
         400,
         "header_mismatch.mcp-protocol-version",
     )
@@ -253,7 +261,10 @@ def test_notification_at_a_modern_version_is_accepted() -> None:
 def test_notification_at_an_unknown_version_is_unsupported() -> None:
     body = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
     outcome = rejected(
-        run(body, headers_for(body, MCP_Protocol_Version="1900-01-01")), -32022, 400, "unsupported_version"
+        run(body, headers_for(body, MCP_Protocol_Version="1900-01-01")),
+        UNSUPPORTED_PROTOCOL_VERSION,
+        400,
+        "unsupported_version",
     )
     assert outcome.id is None
     assert outcome.data == {"supported": ["2026-07-28"], "requested": "1900-01-01"}
@@ -261,7 +272,12 @@ def test_notification_at_an_unknown_version_is_unsupported() -> None:
 
 def test_notification_with_modern_envelope_but_no_header_is_unsupported() -> None:
     body = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": META}}
-    outcome = rejected(run(body, headers_for(body, MCP_Protocol_Version=None)), -32022, 400, "unsupported_version")
+    outcome = rejected(
+        run(body, headers_for(body, MCP_Protocol_Version=None)),
+        UNSUPPORTED_PROTOCOL_VERSION,
+        400,
+        "unsupported_version",
+    )
     assert outcome.data == {"supported": ["2026-07-28"], "requested": ""}
 
 
@@ -273,7 +289,7 @@ def test_duplicated_routing_header_is_a_header_mismatch(header: str) -> None:
     body = message()
     headers = headers_for(body)
     headers.append((header.upper(), dict(headers)[header]))
-    outcome = rejected(run(body, headers), -32020, 400, f"header_mismatch.duplicate.{header.lower()}")
+    outcome = rejected(run(body, headers), HEADER_MISMATCH, 400, f"header_mismatch.duplicate.{header.lower()}")
     assert outcome.id == 1
 
 
@@ -281,7 +297,7 @@ def test_duplicated_routing_header_is_a_header_mismatch(header: str) -> None:
 
 
 def test_missing_meta_is_invalid_params() -> None:
-    outcome = rejected(run(message(params={"name": "get_weather"})), -32602, 400, "missing_meta")
+    outcome = rejected(run(message(params={"name": "get_weather"})), INVALID_PARAMS, 400, "missing_meta")
     assert outcome.message.startswith("Invalid params: missing required _meta key")
 
 
@@ -290,17 +306,17 @@ def test_missing_meta_is_invalid_params() -> None:
 )
 def test_missing_envelope_key_is_invalid_params_naming_it(missing: str) -> None:
     meta = {key: value for key, value in META.items() if key != missing}
-    outcome = rejected(run(message(params={"name": "get_weather", "_meta": meta})), -32602, 400, "missing_meta")
+    outcome = rejected(run(message(params={"name": "get_weather", "_meta": meta})), INVALID_PARAMS, 400, "missing_meta")
     assert missing in outcome.message
 
 
 def test_non_object_meta_is_invalid_params() -> None:
-    rejected(run(message(params={"name": "get_weather", "_meta": "x"})), -32602, 400, "missing_meta")
+    rejected(run(message(params={"name": "get_weather", "_meta": "x"})), INVALID_PARAMS, 400, "missing_meta")
 
 
 def test_non_object_capabilities_is_invalid_params() -> None:
     meta = {**META, "io.modelcontextprotocol/clientCapabilities": ["sampling"]}
-    rejected(run(message(params={"name": "get_weather", "_meta": meta})), -32602, 400, "bad_capabilities")
+    rejected(run(message(params={"name": "get_weather", "_meta": meta})), INVALID_PARAMS, 400, "bad_capabilities")
 
 
 # --- 11: headers against the body --------------------------------------------------------------
@@ -310,7 +326,7 @@ def test_version_header_differing_from_envelope_is_a_header_mismatch() -> None:
     body = message()
     outcome = rejected(
         run(body, headers_for(body, MCP_Protocol_Version="1900-01-01")),
-        -32020,
+        HEADER_MISMATCH,
         400,
         "header_mismatch.mcp-protocol-version",
     )
@@ -322,23 +338,25 @@ def test_version_header_differing_from_envelope_is_a_header_mismatch() -> None:
 def test_non_string_envelope_version_is_told_the_header_disagrees() -> None:
     meta = {**META, "io.modelcontextprotocol/protocolVersion": 20260728}
     body = message(params={"name": "get_weather", "_meta": meta})
-    rejected(run(body), -32020, 400, "header_mismatch.mcp-protocol-version")
+    rejected(run(body), HEADER_MISMATCH, 400, "header_mismatch.mcp-protocol-version")
 
 
 def test_method_header_differing_from_body_is_a_header_mismatch() -> None:
     body = message()
-    rejected(run(body, headers_for(body, Mcp_Method="tools/list")), -32020, 400, "header_mismatch.mcp-method")
+    rejected(run(body, headers_for(body, Mcp_Method="tools/list")), HEADER_MISMATCH, 400, "header_mismatch.mcp-method")
 
 
 def test_missing_method_header_is_a_header_mismatch() -> None:
     body = message()
-    outcome = rejected(run(body, headers_for(body, Mcp_Method=None)), -32020, 400, "header_mismatch.mcp-method")
+    outcome = rejected(
+        run(body, headers_for(body, Mcp_Method=None)), HEADER_MISMATCH, 400, "header_mismatch.mcp-method"
+    )
     assert "Mcp-Method" in outcome.message
 
 
 def test_name_header_differing_from_body_is_a_header_mismatch() -> None:
     body = message(params={"name": "bar", "_meta": META})
-    outcome = rejected(run(body, headers_for(body, Mcp_Name="foo")), -32020, 400, "header_mismatch.mcp-name")
+    outcome = rejected(run(body, headers_for(body, Mcp_Name="foo")), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
     assert outcome.message == "Header mismatch: Mcp-Name header value 'foo' does not match body value 'bar'"
     assert outcome.id == 1
 
@@ -353,28 +371,32 @@ def test_name_header_differing_from_body_is_a_header_mismatch() -> None:
 )
 def test_missing_name_header_is_a_header_mismatch(method: str, params: dict[str, Any]) -> None:
     body = message(method, {**params, "_meta": META})
-    rejected(run(body, headers_for(body, Mcp_Name=None)), -32020, 400, "header_mismatch.mcp-name")
+    rejected(run(body, headers_for(body, Mcp_Name=None)), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
 
 
 def test_resource_uri_is_compared_with_name_header() -> None:
     body = message("resources/read", {"uri": "file:///a.txt", "_meta": META})
-    rejected(run(body, headers_for(body, Mcp_Name="file:///b.txt")), -32020, 400, "header_mismatch.mcp-name")
+    rejected(run(body, headers_for(body, Mcp_Name="file:///b.txt")), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
 
 
 def test_malformed_base64_name_header_is_a_header_mismatch() -> None:
     body = message()
-    outcome = rejected(run(body, headers_for(body, Mcp_Name="=?base64?###?=")), -32020, 400, "header_mismatch.mcp-name")
+    outcome = rejected(
+        run(body, headers_for(body, Mcp_Name="=?base64?###?=")), HEADER_MISMATCH, 400, "header_mismatch.mcp-name"
+    )
     assert "malformed" in outcome.message
 
 
 def test_name_header_with_body_name_absent_is_a_header_mismatch() -> None:
     body = message(params={"_meta": META})
-    rejected(run(body, headers_for(body, Mcp_Name="get_weather")), -32020, 400, "header_mismatch.mcp-name")
+    rejected(run(body, headers_for(body, Mcp_Name="get_weather")), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
 
 
 def test_mismatch_message_never_echoes_more_than_200_characters() -> None:
     body = message(params={"name": "b" * 3000, "_meta": META})
-    outcome = rejected(run(body, headers_for(body, Mcp_Name="h" * 3000)), -32020, 400, "header_mismatch.mcp-name")
+    outcome = rejected(
+        run(body, headers_for(body, Mcp_Name="h" * 3000)), HEADER_MISMATCH, 400, "header_mismatch.mcp-name"
+    )
     assert "h" * 200 in outcome.message
     assert "h" * 201 not in outcome.message
     assert "b" * 201 not in outcome.message
@@ -384,7 +406,7 @@ def test_header_mismatch_wins_over_unsupported_version() -> None:
     meta = {**META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
     body = message(params={"name": "get_weather", "_meta": meta})
     headers = headers_for(body, MCP_Protocol_Version="1900-01-01", Mcp_Name="other")
-    rejected(run(body, headers), -32020, 400, "header_mismatch.mcp-name")
+    rejected(run(body, headers), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
 
 
 # --- 12: version -------------------------------------------------------------------------------
@@ -394,7 +416,10 @@ def test_unknown_version_is_unsupported_with_supported_list() -> None:
     meta = {**META, "io.modelcontextprotocol/protocolVersion": "1900-01-01"}
     body = message(params={"name": "get_weather", "_meta": meta})
     outcome = rejected(
-        run(body, headers_for(body, MCP_Protocol_Version="1900-01-01")), -32022, 400, "unsupported_version"
+        run(body, headers_for(body, MCP_Protocol_Version="1900-01-01")),
+        UNSUPPORTED_PROTOCOL_VERSION,
+        400,
+        "unsupported_version",
     )
     assert outcome.message == "Unsupported protocol version"
     assert outcome.data == {"supported": ["2026-07-28"], "requested": "1900-01-01"}
@@ -406,7 +431,7 @@ def test_unknown_version_is_unsupported_with_supported_list() -> None:
 
 @pytest.mark.parametrize("method", ["ping", "logging/setLevel", "resources/subscribe", "tasks/get", "no/such"])
 def test_method_outside_2026_client_requests_is_404(method: str) -> None:
-    outcome = rejected(run(message(method)), -32601, 404, "method_not_found")
+    outcome = rejected(run(message(method)), METHOD_NOT_FOUND, 404, "method_not_found")
     assert outcome.message == "Method not found"
     assert outcome.id == 1
 
@@ -417,13 +442,13 @@ def test_method_outside_2026_client_requests_is_404(method: str) -> None:
 @pytest.mark.parametrize("level", ["verbose", "DEBUG", None, 3])
 def test_unknown_log_level_is_invalid_params(level: Any) -> None:
     meta = {**META, "io.modelcontextprotocol/logLevel": level}
-    rejected(run(message(params={"name": "get_weather", "_meta": meta})), -32602, 400, "bad_log_level")
+    rejected(run(message(params={"name": "get_weather", "_meta": meta})), INVALID_PARAMS, 400, "bad_log_level")
 
 
 @pytest.mark.parametrize("token", [1.5, True, None, {"t": 1}])
 def test_progress_token_not_string_or_integer_is_invalid_params(token: Any) -> None:
     meta = {**META, "progressToken": token}
-    rejected(run(message(params={"name": "get_weather", "_meta": meta})), -32602, 400, "bad_progress_token")
+    rejected(run(message(params={"name": "get_weather", "_meta": meta})), INVALID_PARAMS, 400, "bad_progress_token")
 
 
 # --- 15: params shape --------------------------------------------------------------------------
@@ -432,18 +457,18 @@ def test_progress_token_not_string_or_integer_is_invalid_params(token: Any) -> N
 @pytest.mark.parametrize("responses", [["a"], "x", None, {"a": "accept"}, {"a": [1]}])
 def test_malformed_input_responses_is_invalid_params(responses: Any) -> None:
     body = message(params={"name": "get_weather", "_meta": META, "inputResponses": responses})
-    rejected(run(body), -32602, 400, "bad_input_responses")
+    rejected(run(body), INVALID_PARAMS, 400, "bad_input_responses")
 
 
 @pytest.mark.parametrize("state", [5, {"s": 1}, ["s"], True])
 def test_non_string_request_state_is_invalid_params(state: Any) -> None:
     body = message(params={"name": "get_weather", "_meta": META, "requestState": state})
-    rejected(run(body), -32602, 400, "bad_request_state")
+    rejected(run(body), INVALID_PARAMS, 400, "bad_request_state")
 
 
 def test_params_failing_the_method_schema_are_invalid_params_with_short_reason() -> None:
     body = message(params={"name": "get_weather", "_meta": META, "arguments": ["x" * 10_000]})
-    outcome = rejected(run(body), -32602, 400, "invalid_params")
+    outcome = rejected(run(body), INVALID_PARAMS, 400, "invalid_params")
     assert outcome.message == "Invalid params"
     assert isinstance(outcome.data, dict)
     reason = outcome.data["reason"]
@@ -460,12 +485,12 @@ def test_input_response_values_are_left_to_the_hold_that_knows_each_keys_kind() 
 
 
 def test_list_cursor_of_wrong_type_is_invalid_params() -> None:
-    rejected(run(message("tools/list", {"_meta": META, "cursor": 5})), -32602, 400, "invalid_params")
+    rejected(run(message("tools/list", {"_meta": META, "cursor": 5})), INVALID_PARAMS, 400, "invalid_params")
 
 
 def test_malformed_client_info_is_invalid_params() -> None:
     meta = {**META, "io.modelcontextprotocol/clientInfo": "ExampleClient"}
-    rejected(run(message(params={"name": "get_weather", "_meta": meta})), -32602, 400, "invalid_params")
+    rejected(run(message(params={"name": "get_weather", "_meta": meta})), INVALID_PARAMS, 400, "invalid_params")
 
 
 # --- acceptance --------------------------------------------------------------------------------
@@ -495,7 +520,7 @@ def test_non_ascii_tool_name_travels_base64_encoded() -> None:
 def test_tool_name_that_looks_like_a_sentinel_must_be_encoded() -> None:
     name = "=?base64?Zm9v?="
     body = message(params={"name": name, "_meta": META})
-    rejected(run(body, headers_for(body, Mcp_Name=name)), -32020, 400, "header_mismatch.mcp-name")
+    rejected(run(body, headers_for(body, Mcp_Name=name)), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
     accepted(run(body, headers_for(body, Mcp_Name="=?base64?" + b64(name) + "?=")))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED
 
 from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
 from gateway.demo.tools import TOOLS
@@ -329,7 +330,7 @@ async def test_url_login_requires_a_url_elicitation_once_per_session(legacy: Leg
     await legacy.initialize("2025-11-25")
 
     first, _ = await call_tool(legacy, "url_login")
-    assert first["error"]["code"] == -32042
+    assert first["error"]["code"] == URL_ELICITATION_REQUIRED
     (elicitation,) = first["error"]["data"]["elicitations"]
     assert elicitation["mode"] == "url"
     assert elicitation["url"].startswith("https://example.invalid/login?")
@@ -359,7 +360,7 @@ async def test_missing_session_is_400_and_unknown_session_is_404(legacy: LegacyC
     legacy.session_id = None
     missing = await legacy.request("ping")
     assert missing.status == 400
-    assert (await missing.json())["error"]["code"] == -32600
+    assert (await missing.json())["error"]["code"] == INVALID_REQUEST
 
     legacy.session_id = "0" * 32
     assert (await legacy.request("ping")).status == 404
@@ -398,11 +399,11 @@ async def test_unknown_tool_prompt_and_method_are_jsonrpc_errors(legacy: LegacyC
     await legacy.initialize()
 
     unknown_tool, _ = await call_tool(legacy, "nope")
-    assert unknown_tool["error"]["code"] == -32602
+    assert unknown_tool["error"]["code"] == INVALID_PARAMS
     unknown_prompt = await read_answer(await legacy.request("prompts/get", {"name": "nope"}))
-    assert unknown_prompt["error"]["code"] == -32602
+    assert unknown_prompt["error"]["code"] == INVALID_PARAMS
     unknown_method = await read_answer(await legacy.request("nope/nope"))
-    assert unknown_method["error"]["code"] == -32601
+    assert unknown_method["error"]["code"] == METHOD_NOT_FOUND
 
 
 async def test_prompt_and_completion(legacy: LegacyClient) -> None:
@@ -437,7 +438,7 @@ async def test_tools_list_pages_with_an_opaque_cursor(legacy: LegacyClient, back
     assert pages == 3
     assert len(names) == len(set(names)) == len(TOOLS)
     bad = await read_answer(await legacy.request("tools/list", {"cursor": "garbage"}))
-    assert bad["error"]["code"] == -32602
+    assert bad["error"]["code"] == INVALID_PARAMS
 
 
 async def test_delete_ends_the_session(legacy: LegacyClient, backend: DemoBackend) -> None:

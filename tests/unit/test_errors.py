@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.jsonrpc import (
+    CONNECTION_CLOSED,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    URL_ELICITATION_REQUIRED,
+)
 
 from gateway.errors import (
     BACKEND_UNAVAILABLE,
@@ -79,7 +90,15 @@ def test_client_errors_and_relayed_backend_errors_keep_the_spec_statuses(error: 
 
 @pytest.mark.parametrize(
     ("code", "status"),
-    [(-32700, 400), (-32600, 400), (-32602, 400), (-32601, 404), (-32020, 400), (-32021, 400), (-32022, 400)],
+    [
+        (PARSE_ERROR, 400),
+        (INVALID_REQUEST, 400),
+        (INVALID_PARAMS, 400),
+        (METHOD_NOT_FOUND, 404),
+        (HEADER_MISMATCH, 400),
+        (MISSING_REQUIRED_CLIENT_CAPABILITY, 400),
+        (UNSUPPORTED_PROTOCOL_VERSION, 400),
+    ],
 )
 def test_spec_codes_map_to_their_http_status(code: int, status: int) -> None:
     assert http_status_for(code) == status
@@ -89,19 +108,22 @@ def test_spec_codes_map_to_their_http_status(code: int, status: int) -> None:
     ("backend_code", "code"),
     [
         (0, INTERNAL_ERROR),  # FastMCP: any exception, unknown resource or prompt included
-        (-32000, INTERNAL_ERROR),
+        (CONNECTION_CLOSED, INTERNAL_ERROR),
         (-32010, INTERNAL_ERROR),
-        (-32021, INTERNAL_ERROR),  # spec-reserved codes keep their meaning only on their own hop
-        (-32042, INTERNAL_ERROR),
-        (-32700, INTERNAL_ERROR),
-        (-32600, INTERNAL_ERROR),
+        (
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            INTERNAL_ERROR,
+        ),  # spec-reserved codes keep their meaning only on their own hop
+        (URL_ELICITATION_REQUIRED, INTERNAL_ERROR),
+        (PARSE_ERROR, INTERNAL_ERROR),
+        (INVALID_REQUEST, INTERNAL_ERROR),
         (12345, INTERNAL_ERROR),
         ("oops", INTERNAL_ERROR),
         (True, INTERNAL_ERROR),
-        (-32603, INTERNAL_ERROR),
-        (-32602, -32602),
-        (-32601, -32601),
-        (-32002, -32602),
+        (INTERNAL_ERROR, INTERNAL_ERROR),
+        (INVALID_PARAMS, INVALID_PARAMS),
+        (METHOD_NOT_FOUND, METHOD_NOT_FOUND),
+        (-32002, INVALID_PARAMS),
     ],
 )
 def test_backend_error_codes_become_codes_the_spec_allows_and_keep_their_message(

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway.config.load import parse_config
 from gateway.errors import BackendUnavailable
@@ -379,7 +380,7 @@ async def test_a_server_request_no_client_could_answer_is_refused(
         await fake.send({"jsonrpc": "2.0", "id": 8, "method": "tasks/get", "params": {}})
         refusal = await fake.next_post()
         assert refusal["id"] == 8
-        assert refusal["error"]["code"] == -32601
+        assert refusal["error"]["code"] == METHOD_NOT_FOUND
         assert session.take_unclaimed() == []
         assert not session.broken
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from mcp_types.jsonrpc import INVALID_PARAMS, URL_ELICITATION_REQUIRED
 
 from gateway.translate import capabilities as caps
 from gateway.translate import inputs, results
@@ -142,7 +143,7 @@ def test_discover_is_built_from_initialize_without_tasks() -> None:
 
 def test_legacy_resource_not_found_becomes_invalid_params() -> None:
     assert results.modern_error({"code": -32002, "message": "Resource not found", "data": {"uri": "x"}}) == {
-        "code": -32602,
+        "code": INVALID_PARAMS,
         "message": "Resource not found",
         "data": {"uri": "x"},
     }
@@ -201,9 +202,9 @@ def test_well_formed_input_responses_pass(method: str, response: dict[str, objec
 
 def test_url_elicitations_are_read_from_a_legacy_32042_error() -> None:
     error = {
-        "code": -32042,
+        "code": URL_ELICITATION_REQUIRED,
         "message": "URL elicitation required",
         "data": {"elicitations": [{"mode": "url", "elicitationId": "e", "url": "https://x", "message": "m"}, 5]},
     }
     assert inputs.url_elicitations(error) == [{"mode": "url", "elicitationId": "e", "url": "https://x", "message": "m"}]
-    assert inputs.url_elicitations({"code": -32042}) == []
+    assert inputs.url_elicitations({"code": URL_ELICITATION_REQUIRED}) == []
