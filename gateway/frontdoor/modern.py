@@ -91,7 +91,8 @@ async def _answer(door: FrontDoor, inbound: Inbound, outcome: Accepted, call: Ca
     if request.method not in INPUT_REQUIRED_METHODS or request.request_state is None:
         return await door.driver.call(call)
     claims = door.boundary.open(call.route.name, request.method, request.params, call.caller.principal)
-    record_of(inbound.request).held(claims.hold_id, claims.round)
+    # This request is the call's round trip number claims.round + 1 (the first call was 1).
+    record_of(inbound.request).held(claims.hold_id, claims.round + 1)
     if door.boundary.owned_here(claims):
         return await door.driver.resume(call, claims)
     return await _elsewhere(door, inbound, outcome, call, claims)

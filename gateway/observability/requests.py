@@ -14,7 +14,8 @@ another replica, operational endpoints, and requests whose client went away befo
 The line carries: ``request_id``, ``route``, ``rpc_method``, ``target`` (tool or prompt name, or
 resource URI, cut to :data:`TARGET_CHARS`), ``outcome`` (``complete``, ``input_required``, ``error``
 with ``error_code`` and ``reason``, ``rejected``, ``forwarded``, ``legacy_passthrough``, ``listen``,
-``notification``, ``client_disconnected``), ``round`` and ``hold`` (a digest of the hold id, the
+``notification``, ``client_disconnected``), ``round`` (the request's round trip within its call: 1 for the first
+call, k + 1 for a retry whose requestState came from round k) and ``hold`` (a digest of the hold id, the
 same on every round of one call, so a call's rounds join up), ``replica``, ``status``,
 ``duration_ms`` and ``backend_status`` when a backend or owner replica answered over HTTP. Never a
 credential, a token (requestState included) or an answer: only these fields are written.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import socket
 import sys
 import textwrap
@@ -135,6 +136,10 @@ async def test_the_demo_logs_one_line_per_request_at_info() -> None:
     lines = [line for line in err.decode().splitlines() if line.strip()]
     assert len(lines) == 3, "three rounds of tools/call, one line each:\n" + "\n".join(lines)
     assert all("info" in line and "tools/call" in line for line in lines), lines
+    rounds = [re.search(r"\bround=(\d+)", line) for line in lines]
+    assert [int(m.group(1)) if m else None for m in rounds] == [1, 2, 3], "each line names its round trip"
+    holds = {m.group(1) for line in lines if (m := re.search(r"\bhold=(\w+)", line))}
+    assert len(holds) == 1, "the three rounds of one call join on one hold digest"
 
 
 async def test_a_busy_port_is_one_line() -> None:

@@ -80,7 +80,7 @@ async def test_every_response_gets_one_line_and_one_latency_sample_and_no_secret
     assert len({line["request_id"] for line in lines}) == 4
     assert (asked["route"], asked["rpc_method"], asked["target"]) == ("demo", "tools/call", "ask_city")
     assert (asked["outcome"], asked["status"], asked["round"]) == ("input_required", 200, 1)
-    assert (answered["outcome"], answered["status"], answered["round"]) == ("complete", 200, 1)
+    assert (answered["outcome"], answered["status"], answered["round"]) == ("complete", 200, 2)
     assert asked["hold"] == answered["hold"], "the rounds of one call join on the hold digest"
     assert asked["hold"] != hold_digest(asked["hold"])
     assert (not_found["outcome"], not_found["error_code"], not_found["status"]) == ("rejected", METHOD_NOT_FOUND, 404)
