@@ -225,6 +225,7 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
         pool = SessionPool(
             http, route, on_change=sessions_changed, on_initialize=session_initialized, tasks=app[BACKGROUND]
         )
+        pool.prewarm()  # stdio: the route's spare processes start with the gateway
         schemas: LruTtlCache[str, dict[str, JsonObj]] = LruTtlCache(
             settings.config.limits.tool_schema_cache_entries, TOOL_SCHEMA_TTL
         )

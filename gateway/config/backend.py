@@ -124,11 +124,12 @@ class BackendConfig(Strict):
         "(every session held and max_sessions reached, or max_opening being opened) before it is answered 503 "
         "with Retry-After. 0 refuses at once.",
     )
-    max_opening: int = Field(
-        8,
+    max_opening: int | None = Field(
+        None,
         ge=1,
-        description="Most backend sessions being opened at once (stdio: processes being started); more calls wait "
-        "for one of them, or for a session another call releases.",
+        description="Most backend sessions being opened at once; more calls wait for one of them, or for a "
+        "session another call releases. Default: 8 for the HTTP transports, 1 for stdio (starting a server "
+        "process is CPU-bound: starts in parallel slow each other and the calls being served).",
     )
     prewarm: int = Field(
         2,

@@ -75,6 +75,11 @@ class PooledSession:
         return not self.doomed and not self.session.broken
 
 
+HTTP_MAX_OPENING = 8
+STDIO_MAX_OPENING = 1
+"""Default ``max_opening``: a handshake over HTTP is cheap, starting an interpreter is not."""
+
+
 @dataclass(eq=False)
 class _Waiter:
     """A call waiting for a session, in line: woken when one may have become available."""
@@ -110,6 +115,9 @@ class SessionPool:
         self.initializations = 0
         self._waiters: deque[_Waiter] = deque()
         self._last_lease = time.monotonic()
+        self._max_opening = route.backend.max_opening or (
+            STDIO_MAX_OPENING if route.backend.transport == "stdio" else HTTP_MAX_OPENING
+        )
         """Spares are kept while the route is in use (a lease within ``session_idle``)."""
         backend = route.backend
         self._spares = StdioSpares(
@@ -230,7 +238,7 @@ class SessionPool:
         """A new session may be opened now: fewer than ``max_opening`` are being opened, and the
         bound leaves room (a spare process becomes the session, or an idle one is evicted)."""
         backend = self._route.backend
-        if self._opening >= backend.max_opening:
+        if self._opening >= self._max_opening:
             return False
         if self._spares.ready or self._footprint() < backend.max_sessions:
             return True
