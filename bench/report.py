@@ -129,6 +129,16 @@ def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         "",
         targets_table(report, before),
         "",
+        *(
+            [
+                f"Before: {before.get('label') or before.get('gateway_src')}, the same bench in its own run "
+                f"(load average at start {', '.join(str(x) for x in before['machine']['loadavg_at_start'])}; "
+                "c=1 ratios of two runs under different load are not comparable).",
+                "",
+            ]
+            if before
+            else []
+        ),
         "Pass-through `tools/call` at c=1 (interleaved; overhead ratio = (gateway - direct) / (hop - direct)):",
         "",
         latency_table(report),
