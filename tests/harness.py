@@ -6,11 +6,14 @@ tampered states, wrong headers, partial answers. Interop tests use the official 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -180,6 +183,29 @@ async def running_replicas(
     finally:
         for runner in runners:
             await runner.cleanup()
+
+
+async def start_serve(config: Path) -> asyncio.subprocess.Process:
+    """``python -m gateway serve --config CONFIG`` as a process of its own (stdout dropped, stderr piped)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def held_by_a_gone_replica(http: aiohttp.ClientSession, owner: GatewayHandle) -> tuple[str, dict[str, Any]]:
+    """Call ``ask_city`` on ``owner``, then stop it: (requestState, the inputResponses that answer it)."""
+    first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
+    (key,) = first["inputRequests"]
+    assert owner.runner is not None
+    await owner.runner.cleanup()
+    return first["requestState"], {key: accept(city="Oslo")}
 
 
 def _free_port() -> int:

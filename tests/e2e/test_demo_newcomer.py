@@ -47,20 +47,25 @@ async def _read_banner(process: asyncio.subprocess.Process) -> str:
         lines.append(line)
 
 
-@asynccontextmanager
-async def running_demo(*extra: str) -> AsyncIterator[Demo]:
-    process = await asyncio.create_subprocess_exec(
+async def _start_demo(port: int, *extra: str) -> asyncio.subprocess.Process:
+    """``python -m gateway demo --port PORT ...`` as a user starts it, stdin closed, output piped."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "gateway",
         "demo",
         "--port",
-        str(free_port()),
+        str(port),
         *extra,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+@asynccontextmanager
+async def running_demo(*extra: str) -> AsyncIterator[Demo]:
+    process = await _start_demo(free_port(), *extra)
     try:
         async with asyncio.timeout(WAIT):
             banner = await _read_banner(process)
@@ -116,19 +121,7 @@ async def test_the_printed_curl_pair_shows_one_input_required_round_and_its_retr
 
 
 async def test_the_demo_logs_one_line_per_request_at_info() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "demo",
-        "--port",
-        "0",
-        "--walk",
-        "ask_two",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await _start_demo(0, "--walk", "ask_two")
     async with asyncio.timeout(WAIT):
         out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
@@ -147,17 +140,7 @@ async def test_a_busy_port_is_one_line() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        child = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            "demo",
-            "--port",
-            str(port),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        child = await _start_demo(port)
         async with asyncio.timeout(WAIT):
             _, err = await child.communicate()
     assert child.returncode == 2

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from harness import TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas
+from harness import TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas, start_serve
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway import keys
@@ -122,16 +122,7 @@ async def _start_gateway(tmp_path: Path, backend_url: str, drain_timeout: float)
         ),
         encoding="utf-8",
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await start_serve(config)
     async with asyncio.timeout(BOUND), aiohttp.ClientSession() as http:
         while True:
             try:

@@ -5,7 +5,7 @@ whose forward to a dead owner failed and that was then replayed is ``replayed`` 
 from __future__ import annotations
 
 import aiohttp
-from harness import BareClient, accept, route, running_replicas
+from harness import BareClient, held_by_a_gone_replica, route, running_replicas
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -20,11 +20,8 @@ async def test_a_replayed_retry_counts_once_as_replayed(fake_backend: Backend, h
     outcome, ``replayed``. Before the fix both were counted."""
     _, url = fake_backend
     async with running_replicas(2, [route("demo", "/mcp", url, **REPLAY)]) as (a, b):
-        first = (await BareClient(http, a.url()).call_tool("ask_city")).result
-        (key,) = first["inputRequests"]
-        assert a.runner is not None
-        await a.runner.cleanup()
-        done = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="Oslo")})
+        state, answers = await held_by_a_gone_replica(http, a)
+        done = await BareClient(http, b.url()).retry("ask_city", state, answers)
         assert done.text == "city=Oslo"
         metrics: Metrics = b.app[keys.METRICS]
         assert metrics.forwards.labels("demo", "replayed")._value.get() == 1
@@ -36,11 +33,8 @@ async def test_an_unreachable_owner_without_replay_counts_once(
 ) -> None:
     _, url = fake_backend
     async with running_replicas(2, [route("demo", "/mcp", url)]) as (a, b):
-        first = (await BareClient(http, a.url()).call_tool("ask_city")).result
-        (key,) = first["inputRequests"]
-        assert a.runner is not None
-        await a.runner.cleanup()
-        lost = await BareClient(http, b.url()).retry("ask_city", first["requestState"], {key: accept(city="Oslo")})
+        state, answers = await held_by_a_gone_replica(http, a)
+        lost = await BareClient(http, b.url()).retry("ask_city", state, answers)
         assert lost.error["data"]["cause"] == "owner_unreachable"
         metrics: Metrics = b.app[keys.METRICS]
         assert metrics.forwards.labels("demo", "owner_unreachable")._value.get() == 1

@@ -7,7 +7,6 @@ import asyncio
 import re
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import cast
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import TEST_KEY, BareClient, route, running_gateway
+from harness import TEST_KEY, BareClient, route, running_gateway, start_serve
 
 from gateway.app import build_app
 from gateway.config.load import parse_config
@@ -107,16 +106,7 @@ async def test_serve_runs_capped_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
         "routes:\n  - name: main\n    path: /mcp\n    backend:\n      url: http://127.0.0.1:9/mcp\n",
         encoding="utf-8",
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await start_serve(config)
     try:
         async with asyncio.timeout(30):
             while True:
