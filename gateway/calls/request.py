@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from gateway.calls.context import Caller, RouteRuntime
 from gateway.legacy.session import ServerNotification
-from gateway.state.claims import RequestIdentity
+from gateway.state.claims import RequestIdentity, request_target
 
 NotificationSink = Callable[[ServerNotification], Awaitable[None]]
 
@@ -36,8 +36,15 @@ class CallRequest:
 
     @property
     def identity(self) -> RequestIdentity:
-        """What a requestState binds a retry of this request to (method, target, arguments digest)."""
+        """What a requestState binds a retry of this request to (method, target, arguments digest).
+
+        Computed on each access (it digests every argument): take it once, where a state is bound."""
         return RequestIdentity.of(self.method, self.params)
+
+    @property
+    def target(self) -> str:
+        """The tool or prompt name, or resource URI; without digesting the arguments."""
+        return request_target(self.method, self.params)
 
     @property
     def request_state(self) -> str | None:

@@ -47,7 +47,7 @@ async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.Str
     route = inbound.route
     record = record_of(inbound.request)
     request = CallRequest(outcome.method, outcome.params, outcome.client_capabilities)
-    record.call(route.name, outcome.method, request.identity.target or None)
+    record.call(route.name, outcome.method, request.target or None)
     if (draining := door.drain.refuse(outcome.method, outcome.params)) is not None:
         record.failed(draining.code, draining.reason)
         return error_response(outcome.id, draining)  # a new call while this replica drains (gateway.drain)

@@ -139,10 +139,19 @@ class RequestIdentity:
 
     @classmethod
     def of(cls, method: str, params: Mapping[str, Any]) -> RequestIdentity:
-        value = params.get("uri") if method == "resources/read" else params.get("name")
         arguments = params.get("arguments")
         bound = arguments if isinstance(arguments, Mapping) and method != "resources/read" else None
-        return cls(method, str(value) if value is not None else "", args_digest(bound))
+        return cls(method, request_target(method, params), args_digest(bound))
+
+
+def request_target(method: str, params: Mapping[str, Any]) -> str:
+    """The tool or prompt name, or the resource URI, of a request ("" when it names none).
+
+    Cheap, unlike a whole :class:`RequestIdentity`, whose digest encodes every argument: what
+    only needs the target (the request log) asks for this alone.
+    """
+    value = params.get("uri") if method == "resources/read" else params.get("name")
+    return str(value) if value is not None else ""
 
 
 def credential_digest(credential: str | None) -> str:
