@@ -208,6 +208,19 @@ async def held_by_a_gone_replica(http: aiohttp.ClientSession, owner: GatewayHand
     return first["requestState"], {key: accept(city="Oslo")}
 
 
+@asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port; yields its base URL."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
 def _free_port() -> int:
     import socket
 
@@ -246,11 +259,5 @@ async def round_robin(targets: list[str]) -> AsyncIterator[str]:
             return response
 
     app.router.add_route("*", "/{tail:.*}", forward)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as base:
+        yield base

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from harness import serving
 
 Handler = Callable[[web.Request, dict[str, Any]], Awaitable[web.StreamResponse]]
 GetHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -101,19 +102,6 @@ async def sse_response(request: web.Request) -> web.StreamResponse:
 
 async def answer_ok(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
     return web.json_response(text_result(message["id"], "ok"))
-
-
-@asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
-    """Serve ``app`` on a free loopback port; yields its base URL."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 @asynccontextmanager

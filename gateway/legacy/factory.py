@@ -4,6 +4,8 @@ the handshake era). Kept apart from the pool so the pool reads as leasing, not c
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import aiohttp
 
 from gateway.config.model import RouteConfig
@@ -24,32 +26,34 @@ def http_session(
     assert backend.url is not None  # the config requires it for HTTP transports
     factory: type[StreamableHttpSession] | type[HttpSseSession]
     factory = HttpSseSession if backend.transport == "sse" else StreamableHttpSession
-    return factory(
-        http,
-        backend.url,
-        capabilities=legacy_caps,
-        headers=headers,
-        timeout=backend.timeout,
-        connect_timeout=backend.connect_timeout,
-        offer_version=backend.protocol_version,
-        limits=BackendLimits(**backend.limits.model_dump()),
-    )
+    return factory(http, backend.url, headers=headers, **_session_options(route, legacy_caps))
 
 
 def stdio_session(route: RouteConfig, legacy_caps: JsonObj) -> StdioSession:
     """An unstarted stdio session (``legacy_caps`` may be replaced before its handshake: a spare)."""
     backend = route.backend
     assert backend.command is not None  # the config requires it for stdio
-    return StdioSession(
-        backend.command,
-        env=backend.env,
-        cwd=backend.cwd,
-        capabilities=legacy_caps,
-        timeout=backend.timeout,
-        connect_timeout=backend.connect_timeout,
-        offer_version=backend.protocol_version,
-        limits=BackendLimits(**backend.limits.model_dump()),
-    )
+    return StdioSession(backend.command, env=backend.env, cwd=backend.cwd, **_session_options(route, legacy_caps))
+
+
+class _SessionOptions(TypedDict):
+    capabilities: JsonObj
+    timeout: float
+    connect_timeout: float
+    offer_version: str | None
+    limits: BackendLimits
+
+
+def _session_options(route: RouteConfig, legacy_caps: JsonObj) -> _SessionOptions:
+    """What every transport's session takes from the route: handshake capabilities, bounds, limits."""
+    backend = route.backend
+    return {
+        "capabilities": legacy_caps,
+        "timeout": backend.timeout,
+        "connect_timeout": backend.connect_timeout,
+        "offer_version": backend.protocol_version,
+        "limits": BackendLimits(**backend.limits.model_dump()),
+    }
 
 
 def legacy_capabilities(route: RouteConfig, normalized_caps: JsonObj) -> JsonObj:

@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import BareClient, GatewayHandle, accept, route, running_gateway
-from hostile import HostileBackend, event, hostile_backend, serving, sse_response, text_result
+from harness import BareClient, GatewayHandle, accept, route, running_gateway, serving
+from hostile import HostileBackend, event, hostile_backend, sse_response, text_result
 
 from gateway import keys
 from gateway.errors import BackendUnavailable

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import BareClient, route, running_gateway
+from harness import BareClient, route, running_gateway, serving
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway import keys
@@ -49,14 +49,8 @@ async def broken_sse_backend() -> AsyncIterator[tuple[str, dict[str, int]]]:
 
     app = web.Application()
     app.router.add_route("*", "/mcp", mcp)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/mcp", counters
-    finally:
-        await runner.cleanup()
+    async with serving(app) as base:
+        yield f"{base}/mcp", counters
 
 
 async def test_malformed_sse_is_backend_unavailable_and_the_session_is_discarded(

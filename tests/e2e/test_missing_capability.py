@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import BareClient, route, running_gateway
+from harness import BareClient, route, running_gateway, serving
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from gateway import keys
@@ -78,14 +78,8 @@ async def asking_backend() -> AsyncIterator[tuple[str, Seen]]:
 
     app = web.Application()
     app.router.add_route("*", "/mcp", mcp)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/mcp", seen
-    finally:
-        await runner.cleanup()
+    async with serving(app) as base:
+        yield f"{base}/mcp", seen
 
 
 async def test_the_backend_request_is_refused_its_call_cancelled_and_the_session_reused(
