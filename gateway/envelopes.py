@@ -8,9 +8,10 @@ compact UTF-8 JSON) cannot differ between paths. Pure: no I/O, no aiohttp.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
+
+from gateway import fastjson
 
 JsonObj = dict[str, Any]
 RequestId = str | int | None
@@ -41,7 +42,7 @@ def notification(method: str, params: Mapping[str, Any]) -> JsonObj:
 
 def encode(message: Mapping[str, Any]) -> bytes:
     """Compact JSON, UTF-8 (non-ASCII kept as is)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    return fastjson.dumps(message)
 
 
 def sse_event(message: Mapping[str, Any] | bytes) -> bytes:

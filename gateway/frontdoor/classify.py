@@ -21,7 +21,6 @@ need the tool's input schema, so the handler checks them later with
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,6 +45,7 @@ from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS, validate_
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from gateway import fastjson
 from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
 from gateway.frontdoor.wire import (
@@ -55,7 +55,6 @@ from gateway.frontdoor.wire import (
     is_json_content_type,
     is_request_id,
     nesting_exceeds,
-    reject_constant,
     summarize,
 )
 
@@ -197,7 +196,7 @@ def _http_rungs(http_method: str, lines: Mapping[str, list[str]], body: bytes, m
 def _message_rungs(body: bytes) -> Rejection | _Message:
     """5-6: one JSON-RPC request or notification object."""
     try:
-        decoded = json.loads(body.decode("utf-8"), parse_constant=reject_constant)
+        decoded = fastjson.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError):
         # ValueError covers JSONDecodeError and oversized integer literals.
         return Rejection(PARSE_ERROR, "Parse error", "bad_json")

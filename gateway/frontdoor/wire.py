@@ -92,11 +92,6 @@ def id_of(decoded: Any) -> str | int | None:
     return request_id if is_request_id(request_id) else None
 
 
-def reject_constant(name: str) -> Any:
-    """`json.loads` hook: NaN and Infinity are not JSON."""
-    raise ValueError(f"non-JSON constant {name}")
-
-
 def is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 

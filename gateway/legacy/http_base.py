@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
+from gateway import fastjson
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import LegacySessionBase
 from gateway.legacy.limits import BackendLimits
@@ -62,7 +62,7 @@ class HttpSessionBase(LegacySessionBase):
         origin = _origin(URL(self._url))
         target = URL(url)
         body = kwargs.pop("json", None)
-        encoded = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        encoded = None if body is None else fastjson.dumps(body)
         for _ in range(MAX_REDIRECTS + 1):
             if encoded is not None:
                 # a file-like body is written in pieces: a large argument never holds the event loop

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
+from gateway import fastjson
 from gateway.errors import BackendUnavailable
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
@@ -262,7 +263,7 @@ class StdioSession(DemuxedSession):
         if stdin is None or stdin.is_closing():
             raise BackendUnavailable("stream_closed", f"{what}: the server's stdin is closed")
         try:
-            stdin.write(json.dumps(body, separators=(",", ":")).encode() + b"\n")
+            stdin.write(fastjson.dumps(body) + b"\n")
             async with asyncio.timeout(self._timeout):
                 await stdin.drain()
         except TimeoutError:
