@@ -92,7 +92,12 @@ def _codec(iterations: int, env: dict[str, str]) -> dict[str, Any]:
     return figures
 
 
-async def run(profile: dict[str, Any], gateway_src: Path | None) -> dict[str, Any]:
+SECTIONS = ("stdio_burst", "passthrough", "two_round", "burst", "large", "load", "codec", "holds")
+
+
+async def run(
+    profile: dict[str, Any], gateway_src: Path | None, only: frozenset[str] = frozenset(SECTIONS)
+) -> dict[str, Any]:
     ports = {name: free_port() for name in ("backend", "native", "hop", "gateway")}
     backend = f"http://127.0.0.1:{ports['backend']}/mcp"
     stdio_cmd = json.dumps([legacy_python(), str(ROOT / "bench/legacy_server.py"), "--transport", "stdio"])
@@ -126,20 +131,24 @@ async def run(profile: dict[str, Any], gateway_src: Path | None) -> dict[str, An
             await wait_http(url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             gateway = Modern(http, urls["gateway"])
-            print("stdio route, first burst")
-            report["stdio_burst"] = await small.stdio_burst(Modern(http, urls["gateway"].replace("/mcp", "/stdio")))
+            if "stdio_burst" in only:
+                print("stdio route, first burst")
+                report["stdio_burst"] = await small.stdio_burst(Modern(http, urls["gateway"].replace("/mcp", "/stdio")))
             direct = await Legacy(http, backend).open()
             hop = await Legacy(http, urls["hop"]).open()
-            print(f"pass-through tools/call, c=1, {profile['runs']} interleaved samples per path and size")
-            report["passthrough"] = await passthrough.latency(direct, hop, gateway, profile["runs"])
-            print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
-            report["two_round"] = await rounds.two_round(gateway, Modern(http, urls["native"]), profile["rounds"])
-            print("burst of interactive flows, default settings")
-            report["burst"] = await rounds.burst(gateway)
-            print(f"large result, {profile['large']} runs")
-            healthz = urls["gateway"].replace("/mcp", "/healthz")
-            report["large"] = await large.large(direct, gateway, healthz, profile["large"])
-            print(f"load: {passthrough.CONCURRENCY} concurrent, {profile['load']} s per path")
+            if "passthrough" in only:
+                print(f"pass-through tools/call, c=1, {profile['runs']} interleaved samples per path and size")
+                report["passthrough"] = await passthrough.latency(direct, hop, gateway, profile["runs"])
+            if "two_round" in only:
+                print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
+                report["two_round"] = await rounds.two_round(gateway, Modern(http, urls["native"]), profile["rounds"])
+            if "burst" in only:
+                print("burst of interactive flows, default settings")
+                report["burst"] = await rounds.burst(gateway)
+            if "large" in only:
+                print(f"large result, {profile['large']} runs")
+                healthz = urls["gateway"].replace("/mcp", "/healthz")
+                report["large"] = await large.large(direct, gateway, healthz, profile["large"])
             targets = {
                 "direct": (backend, direct.body("add", {"a": 1, "b": 2}), direct.session_headers, None),
                 "hop": (urls["hop"], hop.body("add", {"a": 1, "b": 2}), hop.session_headers, hop_proc.pid),
@@ -150,15 +159,19 @@ async def run(profile: dict[str, Any], gateway_src: Path | None) -> dict[str, An
                     gw_proc.pid,
                 ),
             }
-            report["load"] = await passthrough.load(targets, profile["load"])
+            if "load" in only:
+                print(f"load: {passthrough.CONCURRENCY} concurrent, {profile['load']} s per path")
+                report["load"] = await passthrough.load(targets, profile["load"])
     finally:
         procs.stop()
         Path(cfg.name).unlink()
-    print(f"requestState codec, {profile['codec']} iterations")
-    report["codec"] = _codec(profile["codec"], env)
-    print("held calls")
-    report["holds"] = await holds.measure(profile["holds"], env=env)
-    if profile["holds_get_stream"]:
+    if "codec" in only:
+        print(f"requestState codec, {profile['codec']} iterations")
+        report["codec"] = _codec(profile["codec"], env)
+    if "holds" in only:
+        print("held calls")
+        report["holds"] = await holds.measure(profile["holds"], env=env)
+    if "holds" in only and profile["holds_get_stream"]:
         report["holds_get_stream"] = await holds.measure(profile["holds_get_stream"], get_stream=True, env=env)
     report["seconds"] = round(time.time() - report.pop("started"), 1)
     return report
@@ -171,14 +184,24 @@ def main() -> int:
     parser.add_argument("--chart", type=Path, default=None, help="PNG path (default: the JSON path with .png)")
     parser.add_argument("--gateway-src", type=Path, default=None, help="measure the gateway package in this dir")
     parser.add_argument("--label", default="", help="a name for this run, kept in the report")
+    parser.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); a partial run draws no chart",
+    )
     args = parser.parse_args()
+    only = frozenset(args.only.split(","))
+    if not only <= set(SECTIONS):
+        parser.error(f"unknown section(s): {', '.join(sorted(only - set(SECTIONS)))}")
     profile = PROFILES["quick" if args.quick else "full"]
-    report = asyncio.run(run(profile, args.gateway_src))
+    report = asyncio.run(run(profile, args.gateway_src, only))
     report["profile"] = "quick" if args.quick else "full"
     report["label"] = args.label
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"report: {args.json} ({report['seconds']} s)")
+    if only != set(SECTIONS):
+        return 0
     from bench import report as charts
 
     charts.chart(report, args.chart or args.json.with_suffix(".png"))
