@@ -47,7 +47,8 @@ def test_dumps_is_compact_and_keeps_non_ascii() -> None:
 
 def test_integers_outside_64_bits_stay_exact_both_ways() -> None:
     big = 123456789012345678901234567890
-    assert fastjson.dumps({"n": big, "m": -(2**64)}) == b'{"n":123456789012345678901234567890,"m":-18446744073709551616}'
+    expected = b'{"n":123456789012345678901234567890,"m":-18446744073709551616}'
+    assert fastjson.dumps({"n": big, "m": -(2**64)}) == expected
     assert fastjson.loads(b'{"n":123456789012345678901234567890}') == {"n": big}
 
 
@@ -60,7 +61,8 @@ def test_non_string_keys_and_lone_surrogates_fall_back() -> None:
 def test_a_non_finite_float_is_never_written_as_a_non_json_token() -> None:
     for value in (math.nan, math.inf, -math.inf):
         encoded = fastjson.dumps({"x": value})
-        assert b"NaN" not in encoded and b"Infinity" not in encoded
+        assert b"NaN" not in encoded
+        assert b"Infinity" not in encoded
         json.loads(encoded, parse_constant=fastjson.reject_constant)
 
 
