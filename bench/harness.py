@@ -214,6 +214,34 @@ class Legacy:
             result: dict[str, Any] = last_message(raw, resp.content_type)["result"]
             return result
 
+    async def round_trip(self, tool: str = "ask_city") -> None:
+        """The same two-round flow spoken directly in the handshake era: ``tools/call`` on the
+        session, the server's ``elicitation/create`` on the call's SSE stream, the answer POSTed
+        back while that stream stays open, then the result on the stream. What the backend itself
+        costs for the flow the gateway translates (the gateway cannot be faster than this)."""
+        body = self.body(tool, {})
+        async with self.http.post(self.url, json=body, headers=self.session_headers, timeout=TIMEOUT) as resp:
+            if resp.status != 200 or resp.content_type != "text/event-stream":
+                raise RuntimeError(f"{self.url} answered HTTP {resp.status} {resp.content_type}")
+            async for line in resp.content:
+                if not line.startswith(b"data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("method") == "elicitation/create":
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": message["id"],
+                        "result": {"action": "accept", "content": {"city": "Paris"}},
+                    }
+                    async with self.http.post(
+                        self.url, json=answer, headers=self.session_headers, timeout=TIMEOUT
+                    ) as ack:
+                        await ack.read()
+                elif message.get("id") == body["id"]:
+                    assert message["result"]["content"][0]["text"] == "city=Paris", message
+                    return
+        raise RuntimeError(f"{self.url}: the call's stream ended without its result")
+
 
 def gateway_config(port: int, routes: list[str], extra: str = "") -> str:
     """A gateway YAML with the bench's state key, quiet logs and the given route lines."""

@@ -14,27 +14,39 @@ import asyncio
 import time
 from typing import Any
 
-from bench.harness import Modern, summary
+from bench.harness import Legacy, Modern, summary
 
 BURST = 300
 
 
-async def two_round(gateway: Modern, native: Modern, runs: int, warmup: int = 10) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {"gateway": [], "native": []}
-    paths = {"gateway": gateway, "native": native}
+async def two_round(
+    gateway: Modern, native: Modern, runs: int, legacy: Legacy | None = None, warmup: int = 10
+) -> dict[str, Any]:
+    """Interleaved samples of the flow through the gateway, on the native server and (when given)
+    spoken directly to the legacy backend the gateway translates - the floor the backend sets."""
+    paths: dict[str, Modern | Legacy] = {"gateway": gateway, "native": native}
+    if legacy is not None:
+        paths["legacy_direct"] = legacy
+    names = list(paths)
+    samples: dict[str, list[float]] = {p: [] for p in names}
     for i in range(warmup + runs):
-        order = ["gateway", "native"] if i % 2 == 0 else ["native", "gateway"]
-        for path in order:
+        k = i % len(names)
+        for path in names[k:] + names[:k]:
             started = time.perf_counter()
             await paths[path].round_trip()
             if i >= warmup:
                 samples[path].append((time.perf_counter() - started) * 1000)
     out: dict[str, Any] = {p: summary(s) for p, s in samples.items()}
     out["ratio"] = round(out["gateway"]["median_ms"] / out["native"]["median_ms"], 2)
-    print(
+    line = (
         f"  gateway {out['gateway']['median_ms']:.2f} ms (p99 {out['gateway']['p99_ms']:.2f})"
         f"  native {out['native']['median_ms']:.2f} ms (p99 {out['native']['p99_ms']:.2f})  ratio {out['ratio']}"
     )
+    if legacy is not None:
+        floor = out["legacy_direct"]["median_ms"]
+        out["legacy_direct_ratio"] = round(floor / out["native"]["median_ms"], 2)
+        line += f"  legacy direct {floor:.2f} ms ({out['legacy_direct_ratio']}x native)"
+    print(line)
     return out
 
 

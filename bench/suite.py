@@ -141,7 +141,9 @@ async def run(
                 report["passthrough"] = await passthrough.latency(direct, hop, gateway, profile["runs"])
             if "two_round" in only:
                 print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
-                report["two_round"] = await rounds.two_round(gateway, Modern(http, urls["native"]), profile["rounds"])
+                report["two_round"] = await rounds.two_round(
+                    gateway, Modern(http, urls["native"]), profile["rounds"], await Legacy(http, backend).open()
+                )
             if "burst" in only:
                 print("burst of interactive flows, default settings")
                 report["burst"] = await rounds.burst(gateway)
