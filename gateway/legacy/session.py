@@ -40,8 +40,8 @@ CLAIMABLE_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "
 MAX_UNCLAIMED = 8
 """Unowned server requests kept per session; past it the backend is refused (bounded memory)."""
 ROUND_QUIET = 0.001
-"""Seconds of backend silence after a server request before the ``ping`` that completes an input
-round (see :meth:`Exchange.poll`; both bounded by the route's ``batch_window``)."""
+"""Seconds of backend silence, after the ``ping`` that fences an input round is answered, that
+complete the round (see :meth:`Exchange.poll`; both bounded by the route's ``batch_window``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,8 @@ class Exchange:
     """Set by a transport that can tell: part of a message has arrived, the rest has not yet."""
     settle: Callable[[], Awaitable[None]] | None = None
     """A round trip through the backend (``ping``) that returns after what it had sent before."""
+    _fence: asyncio.Future[None] | None = None
+    """The current round's ``settle``, while it is out (see :meth:`poll`)."""
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if not self.done and not self.answered:
@@ -115,34 +117,69 @@ class Exchange:
         return self._take(item)
 
     async def poll(self, window: float) -> ExchangeEvent | None:
-        """The next event of the round being gathered, or None once the backend has gone quiet.
+        """The next event of the round being gathered, or None once the round is complete.
 
         A server sends the requests of one round together (``asyncio.gather`` of an elicitation
-        and a sampling: two writes a few task switches apart), so the round is complete once
-        (1) nothing more has arrived for :data:`ROUND_QUIET` seconds, and (2) a ``ping`` round
-        trip through the backend (``settle``) has come back with nothing new before it - the
-        server answers the ping after it has run what it had ready, so a request it was about to
-        send is not missed because its process was descheduled for a moment. If a message is
-        half received (``receiving``), the rest is awaited. ``window`` (the route's
-        ``batch_window``) bounds the whole wait: a request that comes later than that is still
-        handled correctly, as the next round.
+        and a sampling: two writes a few task switches apart). The round's fence is one ``ping``
+        (``settle``), sent as soon as the round is being gathered: a server writes every message of
+        a session through one ordered stream, and answers the ping only after it has run what it
+        had ready, so whatever it sent before the ping comes back arrives before its answer, even
+        if its process was descheduled between two writes. Once the ping is answered, what arrived
+        just before it may still be in the stream's buffers: nothing more for :data:`ROUND_QUIET`
+        seconds (or, if a message is half received, ``receiving``, its end) completes the round.
+        Events that arrive while the ping is out are returned at once, and the same ping fences
+        them. ``window`` (the route's ``batch_window``) bounds the whole wait: a request that comes
+        later than that is still handled correctly, as the next round.
+
+        Without ``settle``, the round is complete after :data:`ROUND_QUIET` seconds of silence.
         """
         if not self.queue.empty():
             return self._take(self.queue.get_nowait())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
-        item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
-        if item is None and self.receiving is not None and self.receiving():
-            item = await self._get_until(deadline)
-        if item is None and self.settle is not None and loop.time() < deadline:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await self.settle()
-            except (TimeoutError, BackendUnavailable, SessionExpired):
-                pass  # bounded by the window, and the window alone decides then
-            # what the server wrote before its ping answer may still be in the stream's buffers
+        item: ExchangeEvent | BackendUnavailable | None = None
+        if self.settle is not None and window > 0:
+            if self._fence is None:
+                self._fence = asyncio.ensure_future(self.settle())
+            item = await self._get_or_fence(self._fence, deadline)
+            if item is None:
+                self._end_fence()
+        if item is None and loop.time() < deadline:
             item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
-        return None if item is None else self._take(item)
+            if item is None and self.receiving is not None and self.receiving():
+                item = await self._get_until(deadline)
+        if item is None:
+            return None
+        if isinstance(item, FinalResponse | BackendUnavailable):
+            self._end_fence()
+        return self._take(item)
+
+    async def _get_or_fence(
+        self, fence: asyncio.Future[None], deadline: float
+    ) -> ExchangeEvent | BackendUnavailable | None:
+        """The next queued event, or None once ``fence`` is done or ``deadline`` passed."""
+        getter = asyncio.ensure_future(self.queue.get())
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.wait((getter, fence), return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            pass
+        finally:
+            if not getter.done():
+                getter.cancel()  # an item it had not yet taken stays in the queue
+        return getter.result() if getter.done() and not getter.cancelled() else None
+
+    def _end_fence(self) -> None:
+        """The round is over: the next one sends its own ping. A ping still out is cancelled (its
+        failure, like its success, changes nothing: the window decides then)."""
+        fence, self._fence = self._fence, None
+        if fence is None:
+            return
+        if fence.done():
+            if not fence.cancelled():
+                fence.exception()  # retrieved: BackendUnavailable / SessionExpired are expected here
+        else:
+            fence.cancel()
 
     async def _get_until(self, when: float) -> ExchangeEvent | BackendUnavailable | None:
         if not self.queue.empty():
@@ -165,16 +202,26 @@ class Exchange:
             self._answer_time = None
         return item
 
+    draining: bool = False
+    """The reader has pushed the final response and is reading the rest of its stream (a bounded
+    drain, see :func:`~gateway.legacy.wire.drain`) so that its connection goes back to the pool."""
+
     def close_nowait(self) -> None:
-        """Stop the reader without waiting (it releases its HTTP response as it unwinds)."""
+        """Stop the reader without waiting (it releases its HTTP response as it unwinds).
+
+        A reader that is only draining after the answer is left to finish: cancelling it would close
+        a connection the next request could have reused (one new TCP connection per call)."""
         self.done = True
-        if self.reader is not None and not self.reader.done():
+        self._end_fence()
+        if self.reader is not None and not self.reader.done() and not self.draining:
             self.reader.cancel()
 
     async def aclose(self) -> None:
         self.done = True
+        self._end_fence()
         if self.reader is not None and not self.reader.done():
-            self.reader.cancel()
+            if not self.draining:
+                self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.reader
 

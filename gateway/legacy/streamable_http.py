@@ -246,6 +246,7 @@ class StreamableHttpSession(HttpSessionBase):
                                 continue
                             await self._dispatch_event(event.data, exchange)
                             if exchange.answered:
+                                exchange.draining = True
                                 await drain(resp)
                                 return
                 finally:

@@ -10,7 +10,9 @@ completes if both arrive in the same round (two ``tools/call`` POSTs in all).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
+import aiohttp
 import anyio
 import pytest
 from harness import GatewayHandle, route, running_gateway
@@ -52,3 +54,32 @@ async def test_requests_sent_together_share_one_round_on_default_settings(gatewa
         assert recorder.counts() == (1, 1, 0)
         assert wire.count("tools/call") == 2, "one round carried both requests"
     assert len(gateway.app[keys.HOLDS]) == 0
+
+
+async def test_interactive_flows_reuse_backend_connections(
+    gateway: GatewayHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each flow POSTs the call, a ``ping`` (the round's fence) and the answer. The call's stream
+    is still being read to its end when the call is answered; cancelling that read closed its
+    connection, so every flow opened a new TCP connection to the backend. Counted in process (the
+    client here speaks httpx, so every aiohttp connection is the gateway's)."""
+    opened = 0
+    create = aiohttp.TCPConnector._create_connection
+
+    async def counting(self: aiohttp.TCPConnector, *args: Any, **kwargs: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return await create(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiohttp.TCPConnector, "_create_connection", counting)
+    flows = 20
+    for _ in range(flows):
+        recorder = Recorder()
+        with anyio.fail_after(FLOW_TIMEOUT):
+            async with Client(
+                streamable_http_client(gateway.url()), mode=MODERN, elicitation_callback=recorder.elicit
+            ) as client:
+                assert text_of(await client.call_tool("ask_city", {})) == "city=Paris"
+    # The first flows open the session's connections (initialize, GET stream, call, ping, answer);
+    # after that the pool has what it needs. One connection per flow or more is the bug.
+    assert opened < flows // 2, f"{opened} backend connections for {flows} flows"

@@ -4,9 +4,10 @@ case either returns an event or ends the round, and would hang on the window if 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from gateway.errors import BackendUnavailable
-from gateway.legacy.session import Exchange, ServerRequest
+from gateway.legacy.session import Exchange, FinalResponse, ServerRequest
 
 LONG_WINDOW = 3600.0
 """A window no test can sit out: a poll that waited for it would hit the test's timeout."""
@@ -16,6 +17,10 @@ BOUND = 10.0
 async def never() -> None:
     """A ping that never comes back."""
     await asyncio.Event().wait()
+
+
+async def wait_for(event: asyncio.Event) -> None:
+    await event.wait()
 
 
 def request(n: int) -> ServerRequest:
@@ -84,3 +89,85 @@ async def test_the_window_bounds_a_ping_that_never_comes_back() -> None:
     exchange.settle = never
     async with asyncio.timeout(BOUND):
         assert await exchange.poll(0.05) is None
+
+
+async def test_one_ping_fences_every_request_that_arrives_while_it_is_out() -> None:
+    """The ping leaves as soon as the round is gathered (no silence first) and is not sent again for
+    requests that arrive while it is out; the next round sends its own."""
+    exchange = Exchange(request_id=1, method="tools/call")
+    pings = 0
+    answer = asyncio.Event()
+
+    async def settle() -> None:
+        nonlocal pings
+        pings += 1
+        await answer.wait()
+
+    exchange.settle = settle
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(BOUND):
+        loop.call_soon(exchange.push, request(2))
+        assert await exchange.poll(LONG_WINDOW) == request(2)
+        assert pings == 1  # sent before request 2 arrived
+        loop.call_soon(exchange.push, request(3))
+        assert await exchange.poll(LONG_WINDOW) == request(3)
+        loop.call_soon(answer.set)
+        assert await exchange.poll(LONG_WINDOW) is None
+        assert pings == 1
+        # the next round
+        assert await exchange.poll(LONG_WINDOW) is None
+        assert pings == 2
+
+
+async def test_a_final_answer_while_the_ping_is_out_cancels_the_ping() -> None:
+    exchange = Exchange(request_id=1, method="tools/call")
+    cancelled = asyncio.Event()
+
+    async def settle() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    exchange.settle = settle
+    final = FinalResponse(result={"content": []})
+    asyncio.get_running_loop().call_soon(exchange.push, final)
+    async with asyncio.timeout(BOUND):
+        assert await exchange.poll(LONG_WINDOW) == final
+        await cancelled.wait()
+
+
+async def test_closing_the_exchange_cancels_a_ping_that_is_out() -> None:
+    exchange = Exchange(request_id=1, method="tools/call")
+    exchange.settle = never
+    poll = asyncio.ensure_future(exchange.poll(LONG_WINDOW))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    fence = exchange._fence
+    assert fence is not None
+    poll.cancel()
+    exchange.close_nowait()
+    async with asyncio.timeout(BOUND):
+        with contextlib.suppress(asyncio.CancelledError):
+            await poll
+        with contextlib.suppress(asyncio.CancelledError):
+            await fence
+    assert fence.cancelled()
+
+
+async def test_closing_leaves_a_reader_that_only_drains_the_answered_stream() -> None:
+    """Cancelling a reader that is reading the rest of an answered stream would close a connection
+    the next request could reuse; a reader still waiting for the answer is cancelled."""
+    for draining in (True, False):
+        exchange = Exchange(request_id=1, method="tools/call")
+        rest_read = asyncio.Event()
+        exchange.reader = asyncio.ensure_future(wait_for(rest_read))
+        exchange.draining = draining
+        exchange.close_nowait()
+        await asyncio.sleep(0)
+        assert exchange.reader.cancelled() is not draining
+        rest_read.set()
+        async with asyncio.timeout(BOUND):
+            with contextlib.suppress(asyncio.CancelledError):
+                await exchange.reader
