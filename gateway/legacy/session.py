@@ -97,6 +97,8 @@ class Exchange:
     """A round trip through the backend (``ping``) that returns after what it had sent before."""
     _fence: asyncio.Future[None] | None = None
     """The current round's ``settle``, while it is out (see :meth:`poll`)."""
+    _unfenced: bool = False
+    """A ``settle`` failed: this exchange gathers rounds by silence alone (see :meth:`poll`)."""
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if not self.done and not self.answered:
@@ -131,28 +133,52 @@ class Exchange:
         them. ``window`` (the route's ``batch_window``) bounds the whole wait: a request that comes
         later than that is still handled correctly, as the next round.
 
-        Without ``settle``, the round is complete after :data:`ROUND_QUIET` seconds of silence.
+        A backend that fails to answer the ping gives no such evidence: from then on this exchange
+        gathers as a quiet backend must be waited for - :data:`ROUND_QUIET` of silence, a ping
+        whatever its outcome (its round trip still takes as long as the backend is slow), and
+        :data:`ROUND_QUIET` again. Without ``settle``, silence alone completes the round.
         """
         if not self.queue.empty():
             return self._take(self.queue.get_nowait())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
         item: ExchangeEvent | BackendUnavailable | None = None
-        if self.settle is not None and window > 0:
+        if self.settle is not None and window > 0 and not self._unfenced:
             if self._fence is None:
                 self._fence = asyncio.ensure_future(self.settle())
             item = await self._get_or_fence(self._fence, deadline)
             if item is None:
-                self._end_fence()
-        if item is None and loop.time() < deadline:
-            item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
-            if item is None and self.receiving is not None and self.receiving():
-                item = await self._get_until(deadline)
+                self._unfenced = not self._end_fence() and loop.time() < deadline
+        if item is None and self._unfenced:
+            item = await self._quiet_ping_quiet(deadline)
+        elif item is None and loop.time() < deadline:
+            item = await self._quiet(deadline)
         if item is None:
             return None
         if isinstance(item, FinalResponse | BackendUnavailable):
             self._end_fence()
         return self._take(item)
+
+    async def _quiet(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
+        """:data:`ROUND_QUIET` of silence, or the end of a half-received message."""
+        loop = asyncio.get_running_loop()
+        item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
+        if item is None and self.receiving is not None and self.receiving():
+            item = await self._get_until(deadline)
+        return item
+
+    async def _quiet_ping_quiet(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
+        """Gathering without a fence (see :meth:`poll`)."""
+        loop = asyncio.get_running_loop()
+        item = await self._quiet(deadline)
+        if item is None and self.settle is not None and loop.time() < deadline:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self.settle()
+            except (TimeoutError, BackendUnavailable, SessionExpired):
+                pass  # bounded by the window, and the window alone decides then
+            item = await self._get_until(min(deadline, loop.time() + ROUND_QUIET))
+        return item
 
     async def _get_or_fence(
         self, fence: asyncio.Future[None], deadline: float
@@ -169,17 +195,17 @@ class Exchange:
                 getter.cancel()  # an item it had not yet taken stays in the queue
         return getter.result() if getter.done() and not getter.cancelled() else None
 
-    def _end_fence(self) -> None:
-        """The round is over: the next one sends its own ping. A ping still out is cancelled (its
-        failure, like its success, changes nothing: the window decides then)."""
+    def _end_fence(self) -> bool:
+        """The round is over: the next one sends its own ping. A ping still out is cancelled.
+        Returns whether the ping was answered."""
         fence, self._fence = self._fence, None
         if fence is None:
-            return
-        if fence.done():
-            if not fence.cancelled():
-                fence.exception()  # retrieved: BackendUnavailable / SessionExpired are expected here
-        else:
+            return False
+        if not fence.done():
             fence.cancel()
+            return False
+        # retrieved: BackendUnavailable / SessionExpired / a timeout are expected here
+        return not fence.cancelled() and fence.exception() is None
 
     async def _get_until(self, when: float) -> ExchangeEvent | BackendUnavailable | None:
         if not self.queue.empty():

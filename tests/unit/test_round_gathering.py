@@ -171,3 +171,24 @@ async def test_closing_leaves_a_reader_that_only_drains_the_answered_stream() ->
         async with asyncio.timeout(BOUND):
             with contextlib.suppress(asyncio.CancelledError):
                 await exchange.reader
+
+
+async def test_a_backend_that_fails_the_ping_is_gathered_by_silence_around_a_ping() -> None:
+    """No fence: silence, a ping whatever its outcome (its round trip is as slow as the backend),
+    silence; a request arriving during that ping still joins the round."""
+    exchange = Exchange(request_id=1, method="tools/call")
+    pings = 0
+
+    async def settle() -> None:
+        nonlocal pings
+        pings += 1
+        if pings == 2:
+            exchange.push(request(7))
+        raise BackendUnavailable("bad_status", "ping answered HTTP 500")
+
+    exchange.settle = settle
+    async with asyncio.timeout(BOUND):
+        assert await exchange.poll(LONG_WINDOW) == request(7)
+        assert pings == 2
+        assert await exchange.poll(LONG_WINDOW) is None
+        assert pings == 3
