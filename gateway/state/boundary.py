@@ -15,7 +15,6 @@ counted, the client gets the one fixed -32602 "Invalid or expired requestState"
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -24,7 +23,7 @@ from typing import Any, NoReturn
 import structlog
 
 from gateway.errors import InvalidRequestState
-from gateway.state.claims import Claims, RequestIdentity, principal_tag
+from gateway.state.claims import Claims, RequestIdentity, principal_tag, trusted_claims
 from gateway.state.codec import KeyRing, StateError, check_bindings
 
 log = structlog.get_logger("gateway.state")
@@ -122,22 +121,39 @@ class RequestStateBoundary:
         extra: dict[str, Any] = {"boot": self.boot, "until": until}
         if self.advertise_url:
             extra["owner_url"] = self.advertise_url
-        claims = Claims(
-            iat=now,
-            exp=max(min(now + max(ttl, 1), until), now + 1),
-            aud=route,
-            method=identity.method,
-            target=identity.target,
-            args_digest=identity.args_digest,
-            principal=principal,
-            hold_id=hold_id,
-            round=round_,
-            owner=self.replica_id,
-            extra=extra,
-        )
+        exp = max(min(now + max(ttl, 1), until), now + 1)
         if transcript is not None:
             try:
-                return self._keyring.seal(dataclasses.replace(claims, extra={**extra, "log": transcript}))
+                return self._keyring.seal(
+                    self._claims(route, identity, principal, hold_id, round_, now, exp, {**extra, "log": transcript})
+                )
             except ValueError:  # the answers do not fit in a token: this round cannot be replayed
                 log.info("replay_log_too_large", route=route, entries=len(transcript))
-        return self._keyring.seal(claims)
+        return self._keyring.seal(self._claims(route, identity, principal, hold_id, round_, now, exp, extra))
+
+    def _claims(
+        self,
+        route: str,
+        identity: RequestIdentity,
+        principal: str | None,
+        hold_id: str,
+        round_: int,
+        iat: int,
+        exp: int,
+        extra: dict[str, Any],
+    ) -> Claims:
+        # trusted_claims: Claims without the frozen dataclass's per-field cost; seal checks every
+        # value before it goes anywhere.
+        return trusted_claims(  # the fields of Claims, in order
+            iat,
+            exp,
+            route,
+            identity.method,
+            identity.target,
+            identity.args_digest,
+            principal,
+            hold_id,
+            round_,
+            self.replica_id,
+            extra,
+        )

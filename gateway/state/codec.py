@@ -8,18 +8,72 @@ exchange (hold id, round, owning replica) and binds it to one request and one ca
 The design follows the MCP Python SDK's ``mcp/server/request_state.py`` with gateway-specific
 labels and claims.
 
-Token format (version 1)::
+Token format (version 2, what :meth:`KeyRing.seal` mints)::
 
-    "v1." + base64url-nopad( kid[4] || nonce[12] || AES-256-GCM ciphertext+tag[16] )
+    "v2." + base64url-nopad( kid[4] || nonce[12] || AES-256-GCM ciphertext+tag[16] )
 
     key = HKDF-SHA256(secret, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm", 32 bytes)
     kid = SHA-256(b"mrtr-gateway/request-state/v1/kid:" + key)[:4]
-    AAD = b"v1." + kid
+    AAD = b"v2." + kid
 
-The prefix and key id sit under the GCM tag, so a token cannot be moved to another format
+Version 1 differs only in the prefix (``"v1."``, also in the AAD) and in the plaintext (JSON, below).
+Both versions share the key and key id: the version is not a new *use* of the secret (both carry
+the same claims for the same purpose), the prefix under the tag already keeps a token of one
+version from being read as the other, and operators see the same key ids in logs across the
+upgrade. The prefix and key id sit under the GCM tag, so a token cannot be moved to another format
 version or ring slot. The key id is a non-secret fingerprint for an O(1) ring lookup. The base64url
 is strict (urlsafe alphabet only, no padding, no whitespace, canonical trailing bits) so one state
-has exactly one spelling, and tokens are capped at :data:`MAX_TOKEN_LENGTH` characters.
+has exactly one spelling, and tokens are capped at :data:`MAX_TOKEN_LENGTH` characters, checked
+before any decoding work.
+
+Plaintext, version 2: a fixed binary layout, because a token is sealed and opened on every round of
+every held call and JSON was most of the cost (big-endian; offsets in bytes)::
+
+    0   u8      method: 1 tools/call, 2 prompts/get, 3 resources/read
+    1   u64     iat, unix seconds
+    9   u64     exp, unix seconds, > iat
+    17  u32     round, >= 1
+    21  u16     n: byte length of the text
+    23  u16 x5  where aud, target, args_digest, principal and hold_id end in the text, in code points
+    33  n bytes text: aud + target + args_digest + principal + hold_id + owner, UTF-8 ("surrogatepass",
+                so a lone surrogate in a client's tool name seals like any other character);
+                owner is the rest of the text
+    33+n ...    extra: a compact JSON object, or nothing when extra is empty
+
+The method byte's high bit (0x80) says which JSON ``extra`` is: clear, UTF-8 JSON as orjson writes
+it (read back with orjson); set, the standard library's ASCII JSON, for the values orjson refuses
+(an integer beyond 64 bits, a lone surrogate), read back with the standard library, which reads
+those exactly where orjson would not.
+
+``principal`` is non-empty or absent, so an empty one means ``None``; ``extra`` likewise: no bytes
+means ``{}``, and an explicit ``{}`` (which seal never writes) is refused. The ends must satisfy
+the one chain ``0 < a <= b < c <= d < e < len(text)``,
+which at once proves that every field lies inside the text and that aud, args_digest, hold_id and
+owner are non-empty. An authentic plaintext that breaks any rule (unknown method, ``exp <= iat``,
+round 0, ends out of order, a text shorter than ``n`` or not UTF-8, an extra that is not a
+non-empty JSON object) is ``bad_claims``. Unsigned fields make a negative ``iat`` unrepresentable;
+a claim that does not fit its field (a round of 2**32, a text over 65,535 bytes, which could never
+fit in a token anyway) is refused at seal time.
+
+Plaintext, version 1 (still unsealed, never minted): compact JSON of the claims, documented in
+:mod:`gateway.state.plaintext_v1`.
+
+Seal checks what unseal checks, so a state that seals always unseals to equal claims, and a bug
+surfaces at mint time rather than on the client's retry. It checks only what a value of the
+declared types could still get wrong (``True`` is an ``int`` to the type checker, an empty string
+is a ``str``, a round may be 0); a value of the wrong type altogether fails while it is encoded,
+and ``extra`` is decoded once more and compared, since JSON silently turns a tuple into a list and
+an integer key into a string.
+
+Rolling upgrade from version 1. A release that mints ``v2.`` still unseals ``v1.``: during a
+rolling upgrade a call held on an old replica, or whose last round an old replica sealed, goes on
+when its retry reaches a new replica (the old format is decoded by the same strict rules it always
+was, under the same keys). The reverse does not hold and cannot be fixed from this side: an old
+replica refuses a ``v2.`` token as ``bad_version``, so a retry of a call a new replica sealed,
+routed to a replica not yet upgraded, fails with the fixed error, like a retry that reaches a
+replica that lost its hold. Upgrades that must not drop any call route retries to upgraded
+replicas first (or drain old replicas of new traffic) during the rollout. Version 1 support can
+go once no ``v1.`` token can still be valid (``state.ttl`` after the last old replica stopped).
 
 Rotation. ``KeyRing([first, *others])``: the first secret seals, every secret unseals. To rotate,
 roll out ``[new, old]`` and drop ``old`` once every token it sealed has expired. A replica that has
@@ -29,28 +83,6 @@ rollout first ship ``[old, new]`` everywhere, then ``[new, old]``, then ``[new]`
 sees half a ring): a gateway re-reading its key file rotates without a restart, and held calls
 keep working because a hold keeps no key, only the state the client echoes, which the old secret
 still in the ring unseals.
-
-Plaintext: compact ASCII JSON of the claims with short keys. Every key is always present.
-
-=====  ======================  ===========================================
-key    :class:`Claims` field   JSON type
-=====  ======================  ===========================================
-iat    ``iat``                 integer >= 0, unix seconds
-exp    ``exp``                 integer > iat, unix seconds
-aud    ``aud``                 non-empty string (route name)
-m      ``method``              one of :data:`MRTR_METHODS`
-t      ``target``              string (tool/prompt name or resource URI)
-a      ``args_digest``         non-empty string
-p      ``principal``           non-empty string, or null
-h      ``hold_id``             non-empty string
-r      ``round``               integer >= 1
-o      ``owner``               non-empty string (replica id)
-x      ``extra``               object
-=====  ======================  ===========================================
-
-Anything else in a decrypted payload (a missing or unknown key, a wrong type) is ``bad_claims``.
-:meth:`KeyRing.seal` runs the same check on what it is about to seal, so a state that seals always
-unseals to equal claims, and a bug surfaces at mint time rather than on the client's retry.
 
 Errors. Every refusal is a :class:`StateError` whose ``reason`` is one of a fixed set (a metric
 label and a log field). The client only ever sees :data:`WIRE_MESSAGE`; mapping to the JSON-RPC
@@ -68,21 +100,29 @@ This module is pure: ``cryptography`` plus stdlib, no I/O, no aiohttp.
 
 from __future__ import annotations
 
+import binascii
 import hashlib
-import hmac
-import json
 import os
 import re
 import secrets as _secrets
+import struct
 import time
 from collections.abc import Sequence
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from gateway.state.claims import Claims
-from gateway.state.encoding import b64url_decode_strict, b64url_nopad, derive_key
+from gateway.state.bindings import check_bindings
+from gateway.state.claims import MRTR_METHODS, Claims, trusted_claims
+from gateway.state.encoding import CANONICAL_LAST as _CANONICAL_LAST
+from gateway.state.encoding import PADDING as _PADDING
+from gateway.state.encoding import URL_TO_STD as _URL_TO_STD
+from gateway.state.encoding import b64url_nopad, derive_key
+from gateway.state.extra import extra_json as _extra_json
+from gateway.state.extra import extra_of as _extra_of
+from gateway.state.plaintext_v1 import from_v1 as _from_v1
+from gateway.state.refusal import WIRE_MESSAGE, StateError, StateReason
 
 __all__ = [
     "FUTURE_SKEW_SECONDS",
@@ -97,76 +137,49 @@ __all__ = [
     "generate_secret",
 ]
 
-StateReason = Literal[
-    "malformed",
-    "bad_version",
-    "unknown_key",
-    "decrypt_failed",
-    "bad_claims",
-    "expired",
-    "not_yet_valid",
-    "audience",
-    "method",
-    "target",
-    "arguments",
-    "principal",
-]
-"""Why a state was refused. A closed set, so it is safe as a metric label."""
-
-WIRE_MESSAGE: Final = "Invalid or expired requestState"
-"""The only text a client ever sees for any :class:`StateError`."""
-
 MAX_TOKEN_LENGTH: Final = 16 * 1024
 """Longest token, in characters, that :meth:`KeyRing.unseal` will look at or :meth:`KeyRing.seal` mint."""
 
 MIN_SECRET_BYTES: Final = 32
 FUTURE_SKEW_SECONDS: Final = 60
-MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
-"""The only methods whose results carry ``requestState``."""
 
-_PREFIX: Final = "v1."
-_AAD_PREFIX: Final = b"v1."
+_V1: Final = "v1."
+_V2: Final = "v2."
+_AAD_V1: Final = b"v1."
+_AAD_V2: Final = b"v2."
 _KEY_INFO: Final = b"mrtr-gateway/request-state/v1/aes-256-gcm"
 _KID_LABEL: Final = b"mrtr-gateway/request-state/v1/kid:"
 _SALT_INFO: Final = b"mrtr-gateway/request-state/v1/principal-salt"
 _KID_LEN: Final = 4
 _NONCE_LEN: Final = 12
 _TAG_LEN: Final = 16
+_HEADER_LEN: Final = _KID_LEN + _NONCE_LEN
 _OTHER_VERSION_RE: Final = re.compile(r"v[0-9]+\.", re.ASCII)
-_WIRE_KEYS: Final = frozenset({"iat", "exp", "aud", "m", "t", "a", "p", "h", "r", "o", "x"})
-_ENCODE: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_DECODE: Final = json.JSONDecoder().decode
 
 
-class StateError(Exception):
-    """A ``requestState`` was refused.
-
-    ``reason`` is for logs and metrics; ``detail`` (possibly empty) is extra log-only context and
-    never contains token bytes or secrets. Neither goes to the client: answer with
-    :data:`WIRE_MESSAGE`.
-    """
-
-    reason: StateReason
-    detail: str
-
-    def __init__(self, reason: StateReason, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
-
-
-def _b64url_decode_strict(text: str) -> bytes:
-    """:func:`~gateway.state.encoding.b64url_decode_strict`, failing as a malformed token."""
-    try:
-        return b64url_decode_strict(text)
-    except ValueError as exc:
-        raise StateError("malformed", str(exc)) from None
+# Version 2 plaintext (see the module docstring): method, iat, exp, round, text bytes, and where
+# aud, target, args_digest, principal and hold_id end in the text (owner is the rest).
+_V2_FIXED: Final = struct.Struct(">BQQIHHHHHH")
+_V2_FIXED_LEN: Final = _V2_FIXED.size
+_v2_pack: Final = _V2_FIXED.pack
+_v2_unpack: Final = _V2_FIXED.unpack_from
+_V2_METHOD_CODES: Final = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
+_V2_STANDARD_EXTRA: Final = 0x80
+"""Method-byte flag: ``extra`` is the standard library's ASCII JSON (orjson refused it)."""
+_V2_METHODS: Final = {
+    **{code: name for name, code in _V2_METHOD_CODES.items()},
+    **{code | _V2_STANDARD_EXTRA: name for name, code in _V2_METHOD_CODES.items()},
+}
+assert frozenset(_V2_METHOD_CODES) == MRTR_METHODS
+_urandom: Final = os.urandom
+_a2b: Final = binascii.a2b_base64
+_clock: Final = time.time
 
 
 class KeyRing:
     """AES-256-GCM keys derived from operator secrets; the first seals, every one unseals."""
 
-    __slots__ = ("_aeads", "_salts", "_seal_kid")
+    __slots__ = ("_aeads", "_salts", "_seal", "_seal_kid")
 
     def __init__(self, secrets: Sequence[bytes]) -> None:
         if isinstance(cast("object", secrets), str | bytes | bytearray):
@@ -188,6 +201,7 @@ class KeyRing:
                     f"request-state secret #{index} is {len(secret)} bytes; each secret must be at least "
                     f"{MIN_SECRET_BYTES} bytes. Generate one with `mrtr-gateway gen-key`."
                 )
+        # One AESGCM object per key, built here and never per call.
         self._aeads: dict[bytes, AESGCM] = {}
         for index, secret in enumerate(material):
             key = derive_key(secret, _KEY_INFO)
@@ -196,6 +210,8 @@ class KeyRing:
                 raise ValueError(f"request-state secret #{index} repeats an earlier secret; remove the duplicate")
             self._aeads[kid] = AESGCM(key)
         self._seal_kid = next(iter(self._aeads))
+        # What seal needs, looked up once: the sealing AEAD and the associated data it binds.
+        self._seal = (self._aeads[self._seal_kid], _AAD_V2 + self._seal_kid)
         self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
@@ -213,7 +229,7 @@ class KeyRing:
         unsealing as long as their secret is still in ``secrets``.
         """
         fresh = KeyRing(secrets)
-        self._aeads, self._salts, self._seal_kid = fresh._aeads, fresh._salts, fresh._seal_kid
+        self._aeads, self._salts, self._seal_kid, self._seal = fresh._aeads, fresh._salts, fresh._seal_kid, fresh._seal
 
     @property
     def salt(self) -> bytes:
@@ -235,29 +251,57 @@ class KeyRing:
         return self._salts
 
     def seal(self, claims: Claims) -> str:
-        """Encrypt ``claims`` into a ``v1.`` token under the first secret.
+        """Encrypt ``claims`` into a ``v2.`` token under the first secret.
 
         Raises ``ValueError`` for claims that would not unseal to equal claims (a bad type or
         value, an ``extra`` that is not JSON-native) or whose token would exceed
         :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
         """
-        wire = _to_wire(claims)
+        iat, exp, rnd, principal, aud, target = (
+            claims.iat,
+            claims.exp,
+            claims.round,
+            claims.principal,
+            claims.aud,
+            claims.target,
+        )
+        digest, hold = claims.args_digest, claims.hold_id
         try:
-            # The same checks unseal applies, on what is about to be sealed ...
-            checked = _from_wire(wire)
-            payload = _ENCODE(wire).encode("ascii")
-            # ... and, when there is an ``extra``, proof that it survives JSON unchanged (a tuple,
-            # a non-str key or a set would not). Without one, every claim is a str, an int or
-            # None that the checks above have pinned down, and JSON carries those as they are.
-            if claims.extra and _from_wire(_DECODE(payload.decode("ascii"))) != checked:
-                raise ValueError("extra must hold only JSON-native values (dict with str keys, list, ...)")
-        except StateError as exc:
-            raise ValueError(f"refusing to seal invalid claims: {exc.detail}") from exc
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"refusing to seal claims that do not survive JSON: {exc}") from exc
-        nonce = os.urandom(_NONCE_LEN)
-        sealed = self._aeads[self._seal_kid].encrypt(nonce, payload, _AAD_PREFIX + self._seal_kid)
-        token = _PREFIX + b64url_nopad(self._seal_kid + nonce + sealed)
+            method = _V2_METHOD_CODES[claims.method]
+            tag = "" if principal is None else principal
+            # Anything but a str fails here, so the strings need no type check of their own.
+            text = aud + target + digest + tag + hold + claims.owner
+            a = len(aud)
+            b = a + len(target)
+            c = b + len(digest)
+            d = c + len(tag)
+            e = d + len(hold)
+            # The checks unseal applies (the same chain of ends), on what is about to be sealed.
+            # type() rather than isinstance() for integers: True is an int to the type checker,
+            # and would come back as 1.
+            if not (
+                type(iat) is int
+                and type(exp) is int
+                and type(rnd) is int
+                and 0 <= iat < exp
+                and rnd >= 1
+                and 0 < a <= b < c <= d < e < len(text)
+                and (principal is None or principal)
+            ):
+                raise ValueError("out of range")
+            body = text.encode("utf-8", "surrogatepass")
+            plaintext = _v2_pack(method, iat, exp, rnd, len(body), a, b, c, d, e) + body
+        except (KeyError, TypeError, AttributeError, ValueError, struct.error) as exc:
+            raise ValueError(f"refusing to seal invalid claims: {_invalid(claims) or exc}") from None
+        if claims.extra:
+            encoded, standard = _extra_json(claims.extra)
+            plaintext = (
+                plaintext + encoded if not standard else bytes((method | _V2_STANDARD_EXTRA,)) + plaintext[1:] + encoded
+            )
+        aead, aad = self._seal
+        nonce = _urandom(_NONCE_LEN)
+        blob = self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad)
+        token = _V2 + b64url_nopad(blob)
         if len(token) > MAX_TOKEN_LENGTH:
             raise ValueError(
                 f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; "
@@ -274,162 +318,98 @@ class KeyRing:
             raise StateError("malformed", f"token is a {type(token).__name__}, not a string")
         if len(token) > MAX_TOKEN_LENGTH:
             raise StateError("malformed", f"token is {len(token)} characters, over {MAX_TOKEN_LENGTH}")
-        if not token.startswith(_PREFIX):
-            if _OTHER_VERSION_RE.match(token):
-                raise StateError("bad_version", "token is not version 1")
+        prefix = token[:3]
+        if prefix == _V2:
+            aad_prefix = _AAD_V2
+        elif prefix == _V1:
+            aad_prefix = _AAD_V1
+        elif _OTHER_VERSION_RE.match(token):
+            raise StateError("bad_version", "token is neither version 1 nor version 2")
+        else:
             raise StateError("malformed", "no version prefix")
-        raw = _b64url_decode_strict(token[len(_PREFIX) :])
-        if len(raw) < _KID_LEN + _NONCE_LEN + _TAG_LEN:
+        # b64url_decode_strict, inline (this runs on every retry): ASCII only, urlsafe alphabet only
+        # (``+``, ``/`` and ``=`` become ``!``, which strict mode refuses), no impossible length,
+        # zero trailing bits. gateway.state.encoding explains each step.
+        body = token[3:]
+        rest = len(body) & 3
+        try:
+            raw = _a2b(body.encode("ascii").translate(_URL_TO_STD) + _PADDING[rest], strict_mode=True)
+        except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
+            raise StateError("malformed", "not unpadded base64url") from None
+        if rest and body[-1] not in _CANONICAL_LAST[rest]:
+            raise StateError("malformed", "non-canonical base64url")
+        if len(raw) < _HEADER_LEN + _TAG_LEN:
             raise StateError("malformed", "token too short")
         kid = raw[:_KID_LEN]
-        nonce = raw[_KID_LEN : _KID_LEN + _NONCE_LEN]
-        sealed = raw[_KID_LEN + _NONCE_LEN :]
         aead = self._aeads.get(kid)
         if aead is None:
             raise StateError("unknown_key", f"kid {kid.hex()} is not in the ring")
         try:
-            payload = aead.decrypt(nonce, sealed, _AAD_PREFIX + kid)
+            payload = aead.decrypt(raw[_KID_LEN:_HEADER_LEN], raw[_HEADER_LEN:], aad_prefix + kid)
         except InvalidTag:
             raise StateError("decrypt_failed") from None
+        if aad_prefix is _AAD_V1:
+            claims = _from_v1(payload)
+            _check_time(claims.iat, claims.exp, _clock() if now is None else now)
+            return claims
+        # The version-2 plaintext (module docstring), read and checked in one place.
         try:
-            decoded: object = _DECODE(payload.decode("utf-8"))
-        except ValueError:  # includes UnicodeDecodeError
-            raise StateError("bad_claims", "payload is not JSON") from None
-        claims = _from_wire(decoded)
-        current = time.time() if now is None else now
+            method, iat, exp, rnd, size, a, b, c, d, e = _v2_unpack(payload)
+            end = _V2_FIXED_LEN + size
+            text = payload[_V2_FIXED_LEN:end].decode("utf-8", "surrogatepass")
+        except (struct.error, UnicodeDecodeError):
+            raise StateError("bad_claims", "version-2 plaintext does not parse") from None
+        n = len(payload)
+        # One chain of ends proves every length fits, and aud, args_digest, hold_id, owner non-empty.
+        name = _V2_METHODS.get(method)
+        if not (name and iat < exp and rnd >= 1 and 0 < a <= b < c <= d < e < len(text) and n >= end):
+            raise StateError("bad_claims", "version-2 claims out of range")
+        extra: dict[str, Any] = {} if n == end else _extra_of(payload[end:], method & _V2_STANDARD_EXTRA)
+        current = _clock() if now is None else now
         # Accept-conditions are stated positively so that a NaN clock refuses rather than accepts.
-        if not current < claims.exp:
-            raise StateError("expired")
-        if not claims.iat <= current + FUTURE_SKEW_SECONDS:
-            raise StateError("not_yet_valid", f"iat is {claims.iat - current:.0f} s ahead")
-        return claims
+        if not (current < exp and iat <= current + FUTURE_SKEW_SECONDS):
+            _check_time(iat, exp, current)
+        return trusted_claims(
+            iat,
+            exp,
+            text[:a],
+            name,
+            text[a:b],
+            text[b:c],
+            text[c:d] or None,
+            text[d:e],
+            rnd,
+            text[e:],
+            extra,
+        )
 
 
-def _to_wire(claims: Claims) -> dict[str, Any]:
-    return {
-        "iat": claims.iat,
-        "exp": claims.exp,
-        "aud": claims.aud,
-        "m": claims.method,
-        "t": claims.target,
-        "a": claims.args_digest,
-        "p": claims.principal,
-        "h": claims.hold_id,
-        "r": claims.round,
-        "o": claims.owner,
-        "x": dict(claims.extra),
-    }
+def _check_time(iat: int, exp: int, current: float) -> None:
+    """Refuse a token outside its validity window at ``current`` (``expired``, then ``not_yet_valid``)."""
+    # Accept-conditions are stated positively so that a NaN clock refuses rather than accepts.
+    if not current < exp:
+        raise StateError("expired")
+    if not iat <= current + FUTURE_SKEW_SECONDS:
+        raise StateError("not_yet_valid", f"iat is {iat - current:.0f} s ahead")
 
 
-def _from_wire(decoded: object) -> Claims:
-    if not isinstance(decoded, dict):
-        raise StateError("bad_claims", "payload is not a JSON object")
-    wire = cast("dict[str, object]", decoded)
-    if wire.keys() != _WIRE_KEYS:
-        missing, unexpected = sorted(_WIRE_KEYS - wire.keys()), sorted(wire.keys() - _WIRE_KEYS)
-        raise StateError("bad_claims", f"claim keys: missing {missing}, unexpected {unexpected}")
-    iat, exp, rnd = wire["iat"], wire["exp"], wire["r"]
-    aud, method, target, digest, hold, owner = wire["aud"], wire["m"], wire["t"], wire["a"], wire["h"], wire["o"]
-    principal, extra = wire["p"], wire["x"]
-    # One pass over the common case; on any doubt, the checks below in their fixed order say why.
-    # type() rather than isinstance() for integers: JSON true/false must not pass as 1/0.
-    if not (
-        type(iat) is int
-        and iat >= 0
-        and type(exp) is int
-        and exp > iat
-        and type(rnd) is int
-        and rnd >= 1
-        and isinstance(aud, str)
-        and aud
-        and isinstance(method, str)
-        and method in MRTR_METHODS
-        and isinstance(target, str)
-        and isinstance(digest, str)
-        and digest
-        and isinstance(hold, str)
-        and hold
-        and isinstance(owner, str)
-        and owner
-        and (principal is None or (isinstance(principal, str) and principal))
-        and isinstance(extra, dict)
-    ):
-        _explain(wire)
-    # Field order of Claims; every value was checked just above (mypy cannot follow the and-chain).
-    return Claims(iat, exp, aud, method, target, digest, principal, hold, rnd, owner, extra)  # type: ignore[arg-type]
-
-
-def _explain(wire: dict[str, object]) -> None:
-    """Raise the :class:`StateError` naming the first claim that is wrong (fixed order)."""
-    iat = _int(wire, "iat", minimum=0)
-    _int(wire, "exp", minimum=iat + 1)
-    method = _str(wire, "m", nonempty=True)
-    if method not in MRTR_METHODS:
-        raise StateError("bad_claims", f"claim 'm' is not one of {sorted(MRTR_METHODS)}")
-    principal = wire["p"]
-    if principal is not None and not (isinstance(principal, str) and principal):
-        raise StateError("bad_claims", "claim 'p' must be a non-empty string or null")
-    if not isinstance(wire["x"], dict):
-        raise StateError("bad_claims", "claim 'x' must be an object")
-    _str(wire, "aud", nonempty=True)
-    _str(wire, "t", nonempty=False)
-    _str(wire, "a", nonempty=True)
-    _str(wire, "h", nonempty=True)
-    _int(wire, "r", minimum=1)
-    _str(wire, "o", nonempty=True)
-    raise AssertionError("unreachable: the fast check and the explanation disagree")  # pragma: no cover
-
-
-def _int(wire: dict[str, object], key: str, *, minimum: int) -> int:
-    value = wire[key]
-    # type() rather than isinstance(): JSON true/false must not pass as 1/0.
-    if type(value) is not int or value < minimum:
-        raise StateError("bad_claims", f"claim {key!r} must be an integer >= {minimum}")
-    return value
-
-
-def _str(wire: dict[str, object], key: str, *, nonempty: bool) -> str:
-    value = wire[key]
-    if not isinstance(value, str) or (nonempty and not value):
-        raise StateError("bad_claims", f"claim {key!r} must be a {'non-empty ' if nonempty else ''}string")
-    return value
-
-
-def _same(sealed: str, actual: str) -> bool:
-    # compare_digest refuses non-ASCII str, and names and URIs may be non-ASCII: compare bytes.
-    return hmac.compare_digest(sealed.encode("utf-8", "surrogatepass"), actual.encode("utf-8", "surrogatepass"))
-
-
-def check_bindings(
-    claims: Claims,
-    *,
-    aud: str,
-    method: str,
-    target: str,
-    args_digest: str,
-    principal: str | None,
-) -> None:
-    """Refuse ``claims`` unless they were minted for this very request and caller.
-
-    Checks in a fixed order and raises :class:`StateError` with the reason of the first mismatch:
-    ``audience``, ``method``, ``target``, ``arguments``, ``principal``. ``principal`` is the
-    :func:`~gateway.state.claims.principal_tag` of the retry's credential; a sealed ``None`` only
-    matches ``None`` and vice versa, so adding or dropping a credential between rounds is refused.
-    """
-    checks: tuple[tuple[StateReason, str, str], ...] = (
-        ("audience", claims.aud, aud),
-        ("method", claims.method, method),
-        ("target", claims.target, target),
-        ("arguments", claims.args_digest, args_digest),
+def _invalid(claims: Claims) -> str:
+    """Which claim :func:`_to_v2` refuses, for the error message (never on the fast path)."""
+    checks = (
+        ("iat", type(claims.iat) is int and claims.iat >= 0, "an integer >= 0"),
+        ("exp", type(claims.exp) is int and claims.exp > claims.iat, "an integer > iat"),
+        ("method", claims.method in _V2_METHOD_CODES if isinstance(claims.method, str) else False, "an MRTR method"),
+        ("round", type(claims.round) is int and claims.round >= 1, "an integer >= 1"),
+        ("principal", claims.principal is None or (isinstance(claims.principal, str) and claims.principal), ""),
     )
-    for reason, sealed, actual in checks:
-        if not _same(sealed, actual):
-            raise StateError(reason)
-    if claims.principal is None or principal is None:
-        if claims.principal is not None or principal is not None:
-            raise StateError("principal", "credential presence changed")
-    elif not _same(claims.principal, principal):
-        raise StateError("principal")
+    for name, ok, what in checks:
+        if not ok:
+            return f"claim {name!r} must be {what or 'a non-empty string or None'}"
+    for name in ("aud", "target", "args_digest", "hold_id", "owner"):
+        value = getattr(claims, name)
+        if not isinstance(value, str) or (not value and name != "target"):
+            return f"claim {name!r} must be a {'' if name == 'target' else 'non-empty '}string"
+    return ""
 
 
 def generate_secret() -> str:

@@ -164,7 +164,10 @@ async def test_refused_states_leave_the_hold_usable_with_the_right_state(
             await BareClient(http, gw.url("/other"), authorization="Bearer alice").retry("ask_city", state, answer),
             await client.retry("ask_city", state, answer, arguments={"extra": 1}),
             await client.retry("ask_city", state[:3] + "!" + state[4:], answer),  # not base64url
-            await client.retry("ask_city", "v2." + state[3:], answer),
+            # v2 is the format sealed now (issue 10): an unknown version is v3, and a v2 body under
+            # the previous format's prefix never decrypts.
+            await client.retry("ask_city", "v3." + state[3:], answer),
+            await client.retry("ask_city", "v1." + state[3:], answer),
         ]
         for reply in refused:
             assert reply.status == 400

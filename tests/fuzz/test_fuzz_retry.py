@@ -78,7 +78,7 @@ def mutated_state(draw: st.DrawFn, state: str) -> Any:
     if kind == 3:
         return state + draw(st.text(min_size=1, max_size=8))
     if kind == 4:
-        return draw(st.sampled_from(["v2.", "v1", "", "v1.."])) + state[3:]
+        return draw(st.sampled_from(["v3.", "v1.", "v2", "", "v2.."])) + state[3:]
     if kind == 5:
         return draw(st.text(max_size=80))
     if kind == 6:

@@ -1,12 +1,22 @@
 """Property-based tests of the requestState codec (pure, no I/O): what seals unseals to equal claims,
 anything else a client could send is refused with a StateError (never another exception), no
-single-character change to a valid token is accepted, and the bindings refuse every difference."""
+single-character change to a valid token is accepted, and the bindings refuse every difference.
+Tokens of the previous format (v1, JSON) still unseal to the claims they carry, so a call held
+across a rolling upgrade goes on; a key holder's damaged plaintext never crashes the parser."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import os
 import string
+import struct
 from typing import Any, cast
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from live import count_case, fuzz_settings
@@ -15,11 +25,14 @@ from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, StateError, args_di
 from gateway.state.codec import MRTR_METHODS
 
 NOW = 1_800_000_000
-RING = KeyRing([b"fuzz-secret-fuzz-secret-fuzz-secret", b"older-secret-older-secret-older-00"])
+SECRET = b"fuzz-secret-fuzz-secret-fuzz-secret"
+RING = KeyRing([SECRET, b"older-secret-older-secret-older-00"])
 OLD_RING = KeyRing([b"older-secret-older-secret-older-00"])
 
-text = st.text(max_size=40)
-nonempty = st.text(min_size=1, max_size=40)
+# Any code point, lone surrogates and NUL included: a client's tool name or URI can hold them.
+any_char = st.characters(exclude_categories=())
+text = st.text(any_char, max_size=40)
+nonempty = st.text(any_char, min_size=1, max_size=40)
 json_leaf = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False), text
 )
@@ -62,8 +75,80 @@ def test_what_seals_unseals_to_equal_claims_under_every_key_of_the_ring(claims: 
     assert OLD_RING.unseal(OLD_RING.seal(claims), now=NOW) == claims
 
 
+def seal_by_hand(prefix: str, plaintext: bytes) -> str:
+    """A token of the documented format with any plaintext, as a holder of SECRET could make one."""
+    key = HKDF(algorithm=SHA256(), length=32, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm").derive(
+        SECRET
+    )
+    kid = hashlib.sha256(b"mrtr-gateway/request-state/v1/kid:" + key).digest()[:4]
+    nonce = os.urandom(12)
+    sealed = AESGCM(key).encrypt(nonce, plaintext, prefix.encode() + kid)
+    return prefix + base64.urlsafe_b64encode(kid + nonce + sealed).decode().rstrip("=")
+
+
+def v1_plaintext(claims: Claims) -> bytes:
+    """The version-1 plaintext (compact ASCII JSON, short keys) the previous release sealed."""
+    wire = {
+        "iat": claims.iat,
+        "exp": claims.exp,
+        "aud": claims.aud,
+        "m": claims.method,
+        "t": claims.target,
+        "a": claims.args_digest,
+        "p": claims.principal,
+        "h": claims.hold_id,
+        "r": claims.round,
+        "o": claims.owner,
+        "x": dict(claims.extra),
+    }
+    return json.dumps(wire, separators=(",", ":")).encode()
+
+
+@fuzz_settings(200)
+@given(claims=claims())
+def test_a_token_the_previous_format_sealed_unseals_to_equal_claims(claims: Claims) -> None:
+    count_case("test_a_token_the_previous_format_sealed_unseals_to_equal_claims")
+    assert RING.unseal(seal_by_hand("v1.", v1_plaintext(claims)), now=NOW) == claims
+
+
+@fuzz_settings(300)
+@given(
+    plaintext=st.one_of(
+        st.binary(max_size=120),
+        st.builds(
+            lambda fixed, rest: fixed + rest,
+            st.builds(
+                lambda *values: struct.pack(">BQQIH5H", *values),
+                st.integers(0, 4),
+                st.integers(0, 2**64 - 1),
+                st.integers(0, 2**64 - 1),
+                st.integers(0, 3),
+                st.integers(0, 40),
+                *[st.integers(0, 40)] * 5,
+            ),
+            st.binary(max_size=60) | st.builds(str.encode, st.text(max_size=30)),
+        ),
+    )
+)
+def test_any_authentic_v2_plaintext_unseals_or_is_refused_as_a_state_error(plaintext: bytes) -> None:
+    count_case("test_any_authentic_v2_plaintext_unseals_or_is_refused_as_a_state_error")
+    try:
+        claims = RING.unseal(seal_by_hand("v2.", plaintext), now=NOW)
+    except StateError:
+        return
+    # Whatever it accepted, it accepts as claims that seal again and come back equal.
+    assert RING.unseal(RING.seal(claims), now=NOW) == claims
+
+
 @fuzz_settings(400)
-@given(token=st.one_of(st.text(max_size=300), st.from_regex(r"\Av1\.[A-Za-z0-9_-]{0,200}\Z"), json_value))
+@given(
+    token=st.one_of(
+        st.text(max_size=300),
+        st.from_regex(r"\Av1\.[A-Za-z0-9_-]{0,200}\Z"),
+        st.from_regex(r"\Av2\.[A-Za-z0-9_-]{0,200}\Z"),
+        json_value,
+    )
+)
 def test_anything_a_client_sends_is_refused_with_a_state_error(token: Any) -> None:
     count_case("test_anything_a_client_sends_is_refused_with_a_state_error")
     try:

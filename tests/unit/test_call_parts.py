@@ -18,8 +18,8 @@ from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequest
 from gateway.holds.registry import Hold, HoldRegistry, Pending
 from gateway.observability.metrics import Metrics
 from gateway.state.boundary import RequestStateBoundary
-from gateway.state.claims import RequestIdentity
-from gateway.state.codec import KeyRing
+from gateway.state.claims import Claims, RequestIdentity
+from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing
 from gateway.tasks import TaskGroup
 
 KEY = b"k" * 32
@@ -216,6 +216,34 @@ def test_the_boundary_opens_what_it_sealed_for_the_same_request_and_caller() -> 
     assert not boundary.sealed_before_restart(claims)
     assert boundary.owner_url(claims) is None
     assert _boundary(replica="one").sealed_before_restart(claims), "another process under the same id"
+
+
+def test_the_boundary_seals_every_claim_and_the_transcript_and_drops_a_transcript_that_does_not_fit() -> None:
+    boundary = RequestStateBoundary(KeyRing([KEY]), replica_id="one", ttl=600, advertise_url="http://10.0.0.7:8/mcp")
+    identity = RequestIdentity.of("tools/call", {"name": "t", "arguments": {"a": 1}})
+    fields: dict[str, Any] = {"route": "r", "identity": identity, "principal": "tag", "hold_id": "h1", "round_": 2}
+    not_after = time.monotonic() + 300
+    log = [{"method": "elicitation/create", "answer": {"action": "accept", "n": 1.5}}]
+    token = boundary.seal(**fields, lifetime=60, not_after=not_after, transcript=log)
+    claims = KeyRing([KEY]).unseal(token)
+    assert type(claims) is Claims
+    assert claims.exp - claims.iat == 60
+    assert (claims.aud, claims.method, claims.target, claims.args_digest) == (
+        "r",
+        "tools/call",
+        "t",
+        identity.args_digest,
+    )
+    assert (claims.principal, claims.hold_id, claims.round, claims.owner) == ("tag", "h1", 2, "one")
+    assert claims.extra == {
+        "boot": boundary.boot,
+        "until": claims.extra["until"],
+        "owner_url": "http://10.0.0.7:8/mcp",
+        "log": log,
+    }
+    assert abs(claims.extra["until"] - (time.time() + 300)) < 5
+    too_large = boundary.seal(**fields, lifetime=60, not_after=not_after, transcript=["x" * MAX_TOKEN_LENGTH])
+    assert "log" not in KeyRing([KEY]).unseal(too_large).extra
 
 
 @pytest.mark.parametrize(
