@@ -26,7 +26,7 @@ from gateway.frontdoor import upstream_errors
 from gateway.frontdoor.classify import Accepted, Rejection
 from gateway.frontdoor.door import FrontDoor, Inbound
 from gateway.frontdoor.headers import check_param_headers
-from gateway.frontdoor.responses import error_response, json_response, refuse
+from gateway.frontdoor.responses import body_response, encoded, error_response, refuse
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.session import JsonObj
 from gateway.listen import Listener, acknowledged, stream_listener
@@ -77,10 +77,10 @@ async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.Str
         kind = str(answer.get("resultType", "complete"))
         record.outcome = kind
         door.metrics.requests.labels(route.name, outcome.method, kind).inc()
-        payload = envelopes.result(outcome.id, answer)
+        body = await encoded(envelopes.result(outcome.id, answer))
         if stream.committed:
-            return await stream.finish(envelopes.encode(payload))
-        return json_response(payload)
+            return await stream.finish(body)
+        return body_response(body)
     finally:
         await stream.stop_keepalive()
 

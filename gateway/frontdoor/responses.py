@@ -4,27 +4,93 @@ status from the one table in :mod:`gateway.errors` (through :attr:`GatewayError.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.abc import AbstractStreamWriter
 
 from gateway import envelopes
 from gateway.errors import GatewayError, Overloaded
 from gateway.frontdoor.classify import Rejection
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import record_of
+from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 
 def json_response(
     message: Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    return web.Response(
-        body=envelopes.encode(message),
+    return body_response(envelopes.encode(message), status, headers)
+
+
+WRITE_SLICE_BYTES = 256 * 1024
+"""A body larger than this is handed to the socket in slices of this size (:class:`SlicedResponse`)."""
+
+
+def body_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """An encoded JSON-RPC message as the HTTP response (what :func:`json_response` writes)."""
+    response_class = SlicedResponse if len(body) > WRITE_SLICE_BYTES else web.Response
+    return response_class(
+        body=body,
         status=status,
         content_type="application/json",
         headers=dict(headers) if headers else None,
     )
+
+
+class SlicedResponse(web.Response):
+    """A :class:`~aiohttp.web.Response` whose large body leaves in slices: the same status, headers
+    (``Content-Length`` included) and bytes, written as several steps instead of one.
+
+    ``web.Response`` hands its whole body to the transport at once: a 4 MiB answer is copied with
+    its headers into one buffer, what the socket does not take at once is copied again, and all of
+    it in one step of the event loop. Here each slice is one ``write`` (a view, not a copy), which
+    waits whenever the transport's buffer is full (aiohttp's flow control), and hands the loop over
+    (:func:`~gateway.turns.give_turn`) once the writing has held it past
+    :data:`~gateway.turns.LOOP_HOLD_SECONDS`. Only POST answers are sliced; anything else (a HEAD,
+    which must not carry the body, a compressed body) is written as ``web.Response`` writes it.
+    """
+
+    _sliced = False
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
+        self._sliced = request.method == hdrs.METH_POST and not self.compression
+        return await super().prepare(request)
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        body = self.body
+        if not self._sliced or data or not isinstance(body, bytes):
+            await super().write_eof(data)
+            return
+        self._sliced = False  # written once
+        loop = asyncio.get_running_loop()
+        held_since = loop.time()
+        view = memoryview(body)
+        for offset in range(0, len(view), WRITE_SLICE_BYTES):
+            await self.write(view[offset : offset + WRITE_SLICE_BYTES])
+            if loop.time() - held_since > LOOP_HOLD_SECONDS:
+                await give_turn()
+                held_since = loop.time()
+        await web.StreamResponse.write_eof(self)
+
+
+async def encoded(message: Mapping[str, Any]) -> bytes:
+    """``message`` encoded (:func:`gateway.envelopes.encode`), then, if that held the event loop past
+    :data:`~gateway.turns.LOOP_HOLD_SECONDS`, a turn of the loop (:func:`~gateway.turns.give_turn`)
+    before the caller writes it.
+
+    A multi-MiB result takes milliseconds to encode (4 MiB: about 3 ms) and as long again to hand
+    to the socket; with the turn between them other requests (``/healthz``) wait for one of the two,
+    never for both. A small answer costs two clock reads and no turn.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    body = envelopes.encode(message)
+    if loop.time() - started > LOOP_HOLD_SECONDS:
+        await give_turn()
+    return body
 
 
 def rejection_response(rejection: Rejection) -> web.Response:

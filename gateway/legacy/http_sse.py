@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 
 import structlog
 from yarl import URL
@@ -39,7 +38,7 @@ from gateway.errors import BackendUnavailable
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.http_base import HttpSessionBase
 from gateway.legacy.session import JsonObj, SessionExpired
-from gateway.legacy.wire import backend_errors, jsonrpc_messages, message_size, sse_events
+from gateway.legacy.wire import backend_errors, message_size, parse_messages, sse_events
 
 log = structlog.get_logger("gateway.legacy")
 
@@ -176,7 +175,7 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
                                 raise ValueError("message event before the endpoint event")
                             continue
                         if event.event == "message" and event.data:
-                            messages = jsonrpc_messages(json.loads(event.data))
+                            messages = await parse_messages(event.data)
                             size = message_size(event.data, len(messages))
                             for message in messages:
                                 await self._route(message, size)

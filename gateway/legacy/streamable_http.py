@@ -39,6 +39,7 @@ from gateway.legacy.wire import (
     jittered,
     jsonrpc_messages,
     message_size,
+    parse_messages,
     read_bounded,
     sse_events,
 )
@@ -279,7 +280,7 @@ class StreamableHttpSession(HttpSessionBase):
             return resp
 
     async def _dispatch_event(self, data: str, exchange: Exchange | None) -> None:
-        messages = jsonrpc_messages(json.loads(data))
+        messages = await parse_messages(data)
         size = message_size(data, len(messages))
         for message in messages:
             await self._dispatch(message, exchange, size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,6 +21,7 @@ import aiohttp
 from gateway.errors import BackendUnavailable
 from gateway.legacy.session import FinalResponse, JsonObj, SessionExpired
 from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
+from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 
 @contextlib.contextmanager
@@ -70,9 +72,34 @@ def final_response(message: JsonObj) -> FinalResponse:
 
 
 SSE_SLICE_BYTES = 4 * 1024
-"""Bytes parsed between two checks of how long the event loop has been held."""
-LOOP_HOLD_SECONDS = 0.002
-"""Parsing yields to the event loop once it has held it this long (one slice may overshoot)."""
+"""A chunk with many line ends is parsed in slices of this many bytes, the loop's hold checked between."""
+SSE_SLICE_LINES = 64
+"""A chunk with at most this many line ends is parsed whole: its cost is in its bytes, which the
+parser scans at C speed (``memchr``), not in per-line work; slicing it would only add copies."""
+
+
+def sse_pieces(chunk: bytes) -> Iterator[bytes]:
+    """``chunk`` whole when it holds few line ends (a large event), else in :data:`SSE_SLICE_BYTES` slices.
+
+    What bounds one parser call is the number of lines in it (each costs Python work), so a chunk
+    of tiny lines is cut small, while a slice of one long line costs only a copy and is not cut.
+    """
+    if _few_line_ends(chunk, b"\n") and _few_line_ends(chunk, b"\r"):
+        yield chunk
+        return
+    for offset in range(0, len(chunk), SSE_SLICE_BYTES):
+        yield chunk[offset : offset + SSE_SLICE_BYTES]
+
+
+def _few_line_ends(chunk: bytes, end: bytes) -> bool:
+    """At most :data:`SSE_SLICE_LINES` ``end`` bytes in ``chunk``, found with ``find`` (``memchr``,
+    where ``count`` compares byte by byte), stopping at the first one past the bound."""
+    at = -1
+    for _ in range(SSE_SLICE_LINES + 1):
+        at = chunk.find(end, at + 1)
+        if at < 0:
+            return True
+    return False
 
 
 async def sse_events(
@@ -84,16 +111,15 @@ async def sse_events(
 ) -> AsyncIterator[SSEEvent]:
     """The events of one backend SSE response, without ever holding the event loop for long.
 
-    Chunks are parsed in slices of :data:`SSE_SLICE_BYTES`; once parsing has held the loop for
-    :data:`LOOP_HOLD_SECONDS` it yields (``sleep(0)``), so a flood of tiny lines or one huge event
-    costs other requests a few milliseconds at most. ``idle_timeout`` bounds the silence between
-    two reads (``TimeoutError``); the parser bounds the bytes between two events
-    (:class:`~gateway.legacy.sse.SSELimitError`). A caller may pass its own ``parser`` to see how
-    much of an unfinished event has arrived (``buffered``).
+    Chunks are parsed in pieces (:func:`sse_pieces`); once parsing has held the loop for
+    :data:`~gateway.turns.LOOP_HOLD_SECONDS` it hands the loop over (:func:`~gateway.turns.give_turn`),
+    so a flood of tiny lines or one huge event costs other requests a few milliseconds at most.
+    ``idle_timeout`` bounds the silence between two reads (``TimeoutError``); the parser bounds the
+    bytes between two events (:class:`~gateway.legacy.sse.SSELimitError`). A caller may pass its own
+    ``parser`` to see how much of an unfinished event has arrived (``buffered``).
     """
     parser = parser or SSEParser(max_event_bytes)
     loop = asyncio.get_running_loop()
-    held_since = loop.time()
     while True:
         if idle_timeout is None:
             chunk = await resp.content.readany()
@@ -102,12 +128,36 @@ async def sse_events(
                 chunk = await resp.content.readany()
         if not chunk:
             return
-        for offset in range(0, len(chunk), SSE_SLICE_BYTES):
-            for event in parser.feed(chunk[offset : offset + SSE_SLICE_BYTES]):
+        # Bytes reach the reader only while the loop runs other callbacks, and ``readany`` takes all
+        # of them: a read either waited (the loop was free) or came right after a turn given below.
+        held_since = loop.time()
+        for piece in sse_pieces(chunk):
+            for event in parser.feed(piece):
+                if loop.time() - held_since > LOOP_HOLD_SECONDS:
+                    # completing a large event (joining and decoding it) was one step; what the
+                    # caller does with it (parsing its JSON) is the next, with the loop's turn between
+                    await give_turn()
+                    held_since = loop.time()
                 yield event
             if loop.time() - held_since > LOOP_HOLD_SECONDS:
-                await asyncio.sleep(0)
+                await give_turn()
                 held_since = loop.time()
+
+
+async def parse_messages(raw: str | bytes) -> list[JsonObj]:
+    """The JSON-RPC messages of one backend message (``json.loads``, then :func:`jsonrpc_messages`).
+
+    Parsing a large message is one step nothing can split (4 MiB: about 5 ms here). When it has
+    held the event loop past :data:`~gateway.turns.LOOP_HOLD_SECONDS`, the loop gets a turn before
+    the messages are routed, so the work their routing sets off (the answer's translation, encoding
+    and writing) is a step of its own and other requests are served between the two.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    messages = jsonrpc_messages(json.loads(raw))
+    if loop.time() - started > LOOP_HOLD_SECONDS:
+        await give_turn()
+    return messages
 
 
 def message_size(raw: str | bytes, count: int) -> int:
