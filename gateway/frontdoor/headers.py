@@ -17,7 +17,7 @@ import binascii
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Final, cast
 
@@ -183,7 +183,7 @@ def _matches(decoded: str, value: Any) -> bool:
 
 
 def check_param_headers(
-    headers: Sequence[tuple[str, str]],
+    headers: Iterable[tuple[str, str]],
     arguments: Mapping[str, Any] | None,
     input_schema: Mapping[str, Any] | None,
 ) -> str | None:
@@ -194,11 +194,14 @@ def check_param_headers(
     null argument needs no header. `Mcp-Param-*` headers nobody declared are left alone, since
     intermediaries must forward them.
     """
+    annotations = list(_annotations(input_schema))
+    if not annotations:
+        return None  # nothing is owed (most tools): the headers need not even be read
     values: dict[str, list[str]] = {}
     for name, value in headers:
         values.setdefault(name.lower(), []).append(value.strip(" \t"))
     args: Mapping[str, Any] = arguments if arguments is not None else {}
-    for token, path, _ in _annotations(input_schema):
+    for token, path, _ in annotations:
         header = MCP_PARAM_HEADER_PREFIX + token
         lines = values.get(header.lower(), [])
         value = _value_at(args, path)

@@ -143,7 +143,7 @@ async def _check_param_headers(door: FrontDoor, inbound: Inbound, outcome: Accep
     )
     schema = await door.schemas.input_schema(listing, name)
     arguments = outcome.params.get("arguments")
-    headers = list(inbound.request.headers.items())
+    headers = inbound.request.headers.items()
     problem = check_param_headers(headers, arguments if isinstance(arguments, dict) else None, schema)
     if problem is None:
         return None

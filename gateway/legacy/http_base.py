@@ -18,6 +18,8 @@ from gateway.legacy.session import JsonObj
 from gateway.legacy.wire import read_bounded
 
 MAX_REDIRECTS = 3
+WHOLE_BODY_BYTES = 64 * 1024
+"""Request bodies up to this size are handed to aiohttp whole; larger ones in pieces."""
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
@@ -65,8 +67,9 @@ class HttpSessionBase(LegacySessionBase):
         encoded = None if body is None else fastjson.dumps(body)
         for _ in range(MAX_REDIRECTS + 1):
             if encoded is not None:
-                # a file-like body is written in pieces: a large argument never holds the event loop
-                kwargs["data"] = io.BytesIO(encoded)
+                # A large body is written in pieces from a file-like view (a large argument never
+                # holds the event loop); a small one as bytes, which costs aiohttp far less.
+                kwargs["data"] = io.BytesIO(encoded) if len(encoded) > WHOLE_BODY_BYTES else encoded
             resp = await self._http.request(method, target, allow_redirects=False, **kwargs)
             if resp.status not in _REDIRECT_STATUSES:
                 return resp

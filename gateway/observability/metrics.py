@@ -43,6 +43,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 OTHER: Final = "other"
+MAX_CACHED_CHILDREN: Final = 4096
+"""Label sets a :class:`Bounded` family remembers the child of (a bound on top of the policies')."""
 _LABEL_SHAPE: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 
 KNOWN_METHODS: Final[frozenset[str]] = frozenset(
@@ -96,18 +98,29 @@ class Bounded(Generic[M]):
         self._metric: M = metric
         self._policies = policies
         self._defaults = defaults
+        self._children: dict[tuple[str, ...], M] = {}
+        """Label values a policy kept as they are → their child: most requests repeat a handful of
+        label sets, and prometheus-client's own lookup costs several times this one."""
 
     def collect(self) -> list[Metric]:
         return list(self._metric.collect())
 
     def labels(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is not None:
+            return child
         absent: int = len(self._policies) - len(values)
         full: tuple[str, ...] = values
         if 0 < absent <= len(self._defaults):
             full = (*values, *self._defaults[len(self._defaults) - absent :])
         if len(full) != len(self._policies):
             raise ValueError(f"expected {len(self._policies)} label values, got {len(values)}")
-        child: M = self._metric.labels(*(policy(value) for policy, value in zip(self._policies, full, strict=True)))
+        kept = tuple(policy(value) for policy, value in zip(self._policies, full, strict=True))
+        child = self._metric.labels(*kept)
+        if kept == full and len(self._children) < MAX_CACHED_CHILDREN:
+            # Only values every policy kept are remembered: those are bounded sets, never a
+            # client's arbitrary string (which a policy turns into ``other``).
+            self._children[values] = child
         return child
 
 

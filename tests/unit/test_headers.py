@@ -261,3 +261,18 @@ def test_echoed_values_are_clipped_to_200_characters() -> None:
     assert "h" * 200 in message
     assert "h" * 201 not in message
     assert "b" * 201 not in message
+
+
+def test_a_schema_without_annotations_never_reads_the_headers() -> None:
+    class Unread:
+        def __iter__(self) -> Any:
+            raise AssertionError("headers read although no Mcp-Param-* header can be owed")
+
+    assert check_param_headers(Unread(), {"region": "eu"}, {"type": "object", "properties": {"region": {}}}) is None
+    assert check_param_headers(Unread(), {"region": "eu"}, None) is None
+
+
+def test_headers_may_be_any_iterable_of_pairs() -> None:
+    headers = {"Mcp-Param-Region": "eu"}.items()
+    assert check_param_headers(headers, {"region": "eu"}, REGION_SCHEMA) is None
+    assert check_param_headers(headers, {"region": "us"}, REGION_SCHEMA) is not None
