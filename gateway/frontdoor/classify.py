@@ -45,16 +45,15 @@ from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS, validate_
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from gateway import fastjson
 from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
 from gateway.frontdoor.wire import (
     accepts,
+    decode_nested,
     fold,
     id_of,
     is_json_content_type,
     is_request_id,
-    nesting_exceeds,
     summarize,
 )
 
@@ -196,11 +195,11 @@ def _http_rungs(http_method: str, lines: Mapping[str, list[str]], body: bytes, m
 def _message_rungs(body: bytes) -> Rejection | _Message:
     """5-6: one JSON-RPC request or notification object."""
     try:
-        decoded = fastjson.loads(body)
+        decoded, too_deep = decode_nested(body, MAX_NESTING)
     except (UnicodeDecodeError, ValueError, RecursionError):
         # ValueError covers JSONDecodeError and oversized integer literals.
         return Rejection(PARSE_ERROR, "Parse error", "bad_json")
-    if nesting_exceeds(decoded, MAX_NESTING):
+    if too_deep:
         # Deeper than any real request; re-encoding it (digests, the backend hop) would hit
         # Python's recursion limit and answer 500.
         return _invalid_request("too_deep", id_of(decoded))

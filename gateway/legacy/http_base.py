@@ -18,8 +18,10 @@ from gateway.legacy.session import JsonObj
 from gateway.legacy.wire import read_bounded
 
 MAX_REDIRECTS = 3
-WHOLE_BODY_BYTES = 64 * 1024
-"""Request bodies up to this size are handed to aiohttp whole; larger ones in pieces."""
+WHOLE_BODY_BYTES = 2 * 1024 * 1024
+"""Request bodies up to this size are handed to aiohttp whole: one write, which holds the event
+loop about 0.2 ms per MiB on loopback (less than decoding the same body cost); a file-like body is
+written in 64 KiB pieces with a loop turn between them, which for 1 MiB costs ~0.5 ms more."""
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
@@ -67,8 +69,8 @@ class HttpSessionBase(LegacySessionBase):
         encoded = None if body is None else fastjson.dumps(body)
         for _ in range(MAX_REDIRECTS + 1):
             if encoded is not None:
-                # A large body is written in pieces from a file-like view (a large argument never
-                # holds the event loop); a small one as bytes, which costs aiohttp far less.
+                # A very large body is written in pieces from a file-like view (it never holds the
+                # event loop for long); any other as bytes, which costs aiohttp far less.
                 kwargs["data"] = io.BytesIO(encoded) if len(encoded) > WHOLE_BODY_BYTES else encoded
             resp = await self._http.request(method, target, allow_redirects=False, **kwargs)
             if resp.status not in _REDIRECT_STATUSES:
