@@ -115,7 +115,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
     def http() -> aiohttp.ClientSession:
         return app[HTTP_CLIENT]
 
-    keyring = app[KEYRING] = KeyRing(settings.state_keys)
+    keyring = app[KEYRING] = KeyRing(settings.state_keys, seal_version=config.state.seal_version)
     boundary = RequestStateBoundary(
         keyring,
         replica_id=settings.replica_id,

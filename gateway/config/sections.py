@@ -127,12 +127,29 @@ class StateConfig(Strict):
     ttl: PositiveSeconds = Field(
         600, description="Upper bound on a requestState's lifetime in seconds (a hold's TTL caps it further)."
     )
+    seal_version: Literal[1, 2] = Field(
+        2,
+        description=(
+            "Token version this replica seals requestState as: 2 (the default, a binary layout) or 1 (JSON, as "
+            "releases before 2 sealed it). Every replica reads both. Only for a rolling upgrade from a release "
+            "that reads version 1 only: roll out with 1, then, once no old replica remains, with 2 "
+            "(docs/operations.md)."
+        ),
+    )
 
     @field_validator("keys")
     @classmethod
     def _long_enough(cls, keys: list[str]) -> list[str]:
         check_state_keys(keys)
         return keys
+
+    @field_validator("seal_version", mode="before")
+    @classmethod
+    def _seal_version(cls, value: object) -> object:
+        # Before pydantic's coercion: YAML true, 1.0 or "1" must not quietly pick a token format.
+        if type(value) is not int or value not in (1, 2):
+            raise ValueError(f"must be 1 or 2 (an integer), not {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> StateConfig:

@@ -8,7 +8,7 @@ exchange (hold id, round, owning replica) and binds it to one request and one ca
 The design follows the MCP Python SDK's ``mcp/server/request_state.py`` with gateway-specific
 labels and claims.
 
-Token format (version 2, what :meth:`KeyRing.seal` mints)::
+Token format (version 2, what :meth:`KeyRing.seal` mints by default)::
 
     "v2." + base64url-nopad( kid[4] || nonce[12] || AES-256-GCM ciphertext+tag[16] )
 
@@ -55,8 +55,8 @@ non-empty JSON object) is ``bad_claims``. Unsigned fields make a negative ``iat`
 a claim that does not fit its field (a round of 2**32, a text over 65,535 bytes, which could never
 fit in a token anyway) is refused at seal time.
 
-Plaintext, version 1 (still unsealed, never minted): compact JSON of the claims, documented in
-:mod:`gateway.state.plaintext_v1`.
+Plaintext, version 1 (always unsealed; minted only by a ring built with ``seal_version=1``):
+compact JSON of the claims, documented and written in :mod:`gateway.state.plaintext_v1`.
 
 Seal checks what unseal checks, so a state that seals always unseals to equal claims, and a bug
 surfaces at mint time rather than on the client's retry. It checks only what a value of the
@@ -65,15 +65,15 @@ is a ``str``, a round may be 0); a value of the wrong type altogether fails whil
 and ``extra`` is decoded once more and compared, since JSON silently turns a tuple into a list and
 an integer key into a string.
 
-Rolling upgrade from version 1. A release that mints ``v2.`` still unseals ``v1.``: during a
-rolling upgrade a call held on an old replica, or whose last round an old replica sealed, goes on
-when its retry reaches a new replica (the old format is decoded by the same strict rules it always
-was, under the same keys). The reverse does not hold and cannot be fixed from this side: an old
-replica refuses a ``v2.`` token as ``bad_version``, so a retry of a call a new replica sealed,
-routed to a replica not yet upgraded, fails with the fixed error, like a retry that reaches a
-replica that lost its hold. Upgrades that must not drop any call route retries to upgraded
-replicas first (or drain old replicas of new traffic) during the rollout. Version 1 support can
-go once no ``v1.`` token can still be valid (``state.ttl`` after the last old replica stopped).
+Rolling upgrade from version 1. This release unseals both versions, so a call held on an old
+replica, or whose last round an old replica sealed, goes on when its retry reaches a new replica
+(the old format is decoded by the same strict rules it always was, under the same keys). The
+release before reads only ``v1.`` and refuses a ``v2.`` token as ``bad_version``, so the upgrade
+takes two steps (``state.seal_version``, docs/operations.md): roll this release out with
+``KeyRing(secrets, seal_version=1)``, which seals ``v1.`` exactly as that release did, so that
+every replica, old or new, reads every token; once no old replica remains, roll out the default
+(version 2). Version 1 support can go once no ``v1.`` token can still be valid (``state.ttl``
+after the last replica sealing version 1 stopped).
 
 Rotation. ``KeyRing([first, *others])``: the first secret seals, every secret unseals. To rotate,
 roll out ``[new, old]`` and drop ``old`` once every token it sealed has expired. A replica that has
@@ -122,6 +122,7 @@ from gateway.state.encoding import b64url_nopad, derive_key
 from gateway.state.extra import extra_json as _extra_json
 from gateway.state.extra import extra_of as _extra_of
 from gateway.state.plaintext_v1 import from_v1 as _from_v1
+from gateway.state.plaintext_v1 import to_v1 as _to_v1
 from gateway.state.refusal import WIRE_MESSAGE, StateError, StateReason
 
 __all__ = [
@@ -129,6 +130,7 @@ __all__ = [
     "MAX_TOKEN_LENGTH",
     "MIN_SECRET_BYTES",
     "MRTR_METHODS",
+    "SEAL_VERSIONS",
     "WIRE_MESSAGE",
     "KeyRing",
     "StateError",
@@ -142,6 +144,8 @@ MAX_TOKEN_LENGTH: Final = 16 * 1024
 
 MIN_SECRET_BYTES: Final = 32
 FUTURE_SKEW_SECONDS: Final = 60
+SEAL_VERSIONS: Final = (1, 2)
+"""Token versions :meth:`KeyRing.seal` can mint (``seal_version``); :meth:`KeyRing.unseal` reads both."""
 
 _V1: Final = "v1."
 _V2: Final = "v2."
@@ -177,11 +181,18 @@ _clock: Final = time.time
 
 
 class KeyRing:
-    """AES-256-GCM keys derived from operator secrets; the first seals, every one unseals."""
+    """AES-256-GCM keys derived from operator secrets; the first seals, every one unseals.
 
-    __slots__ = ("_aeads", "_salts", "_seal", "_seal_kid")
+    ``seal_version`` is the token version :meth:`seal` mints: 2 (the default), or 1 for the first
+    step of a rolling upgrade from the release that read only version 1. :meth:`unseal` reads both.
+    """
 
-    def __init__(self, secrets: Sequence[bytes]) -> None:
+    __slots__ = ("_aeads", "_salts", "_seal", "_seal_kid", "_seal_v1")
+
+    def __init__(self, secrets: Sequence[bytes], *, seal_version: int = 2) -> None:
+        # type() rather than a membership test: True == 1 would otherwise select version 1.
+        if type(seal_version) is not int or seal_version not in SEAL_VERSIONS:
+            raise ValueError(f"seal_version must be one of {list(SEAL_VERSIONS)}, not {seal_version!r}")
         if isinstance(cast("object", secrets), str | bytes | bytearray):
             raise TypeError("KeyRing takes a sequence of secrets, e.g. KeyRing([secret]), not one secret")
         material: list[bytes] = []
@@ -211,11 +222,17 @@ class KeyRing:
             self._aeads[kid] = AESGCM(key)
         self._seal_kid = next(iter(self._aeads))
         # What seal needs, looked up once: the sealing AEAD and the associated data it binds.
-        self._seal = (self._aeads[self._seal_kid], _AAD_V2 + self._seal_kid)
+        self._seal_v1 = seal_version == 1
+        self._seal = (self._aeads[self._seal_kid], (_AAD_V1 if self._seal_v1 else _AAD_V2) + self._seal_kid)
         self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
-        return f"<KeyRing keys={len(self._aeads)} sealing_kid={self._seal_kid.hex()}>"
+        return f"<KeyRing keys={len(self._aeads)} sealing_kid={self._seal_kid.hex()} seal_version={self.seal_version}>"
+
+    @property
+    def seal_version(self) -> int:
+        """The token version :meth:`seal` mints (1 or 2)."""
+        return 1 if self._seal_v1 else 2
 
     @property
     def key_ids(self) -> tuple[str, ...]:
@@ -226,9 +243,9 @@ class KeyRing:
         """Use ``secrets`` from now on, validated exactly as the constructor does.
 
         Raises like the constructor and then leaves the ring unchanged. Tokens sealed before keep
-        unsealing as long as their secret is still in ``secrets``.
+        unsealing as long as their secret is still in ``secrets``. The seal version stays.
         """
-        fresh = KeyRing(secrets)
+        fresh = KeyRing(secrets, seal_version=self.seal_version)
         self._aeads, self._salts, self._seal_kid, self._seal = fresh._aeads, fresh._salts, fresh._seal_kid, fresh._seal
 
     @property
@@ -251,12 +268,14 @@ class KeyRing:
         return self._salts
 
     def seal(self, claims: Claims) -> str:
-        """Encrypt ``claims`` into a ``v2.`` token under the first secret.
+        """Encrypt ``claims`` into a ``v2.`` token (``v1.`` with ``seal_version=1``) under the first secret.
 
         Raises ``ValueError`` for claims that would not unseal to equal claims (a bad type or
         value, an ``extra`` that is not JSON-native) or whose token would exceed
         :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
         """
+        if self._seal_v1:
+            return self._seal_version_1(claims)
         iat, exp, rnd, principal, aud, target = (
             claims.iat,
             claims.exp,
@@ -303,11 +322,19 @@ class KeyRing:
         blob = self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad)
         token = _V2 + b64url_nopad(blob)
         if len(token) > MAX_TOKEN_LENGTH:
-            raise ValueError(
-                f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; "
-                "keep extra small"
-            )
+            _checked_length(token)
         return token
+
+    def _seal_version_1(self, claims: Claims) -> str:
+        """A ``v1.`` token, byte for byte as the release that minted only version 1 sealed it.
+
+        Same key, key id, nonce source and layout as version 2; the AAD is ``b"v1." + kid`` and the
+        plaintext :func:`~gateway.state.plaintext_v1.to_v1`, so that release's replicas read it.
+        """
+        plaintext = _to_v1(claims)
+        aead, aad = self._seal
+        nonce = _urandom(_NONCE_LEN)
+        return _checked_length(_V1 + b64url_nopad(self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad)))
 
     def unseal(self, token: object, *, now: float | None = None) -> Claims:
         """Verify and decrypt a client-echoed token; raise :class:`StateError` on any doubt.
@@ -382,6 +409,15 @@ class KeyRing:
             text[e:],
             extra,
         )
+
+
+def _checked_length(token: str) -> str:
+    """``token``, unless it is longer than :data:`MAX_TOKEN_LENGTH` (a gateway bug: refused at mint time)."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        raise ValueError(
+            f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; keep extra small"
+        )
+    return token
 
 
 def _check_time(iat: int, exp: int, current: float) -> None:

@@ -1,9 +1,15 @@
-"""Version-1 requestState plaintexts: still read (during and after a rolling upgrade), never written.
+"""Version-1 requestState plaintexts: always read, written only when ``state.seal_version`` is 1.
 
 The release before version 2 sealed ``"v1."`` tokens whose plaintext is compact ASCII JSON of the
 claims with short keys, every key always present. :mod:`gateway.state.codec` decrypts them exactly
 as it decrypts version 2 (same key, key id and AAD rule, with ``b"v1."`` in the AAD) and hands the
-plaintext here.
+plaintext here (:func:`from_v1`).
+
+:func:`to_v1` writes that plaintext again, byte for byte as that release did (the standard
+library's encoder, ``separators=(",", ":")``, ASCII escapes, keys in the order below), so that a
+replica of that release can read what this one seals. That is the first step of a rolling
+upgrade from it (docs/operations.md): while any old replica may still receive a retry, every
+replica seals version 1, which both releases read.
 
 =====  ======================  ===========================================
 key    :class:`Claims` field   JSON type
@@ -35,10 +41,46 @@ from typing import Final, cast
 from gateway.state.claims import MRTR_METHODS, Claims, trusted_claims
 from gateway.state.refusal import StateError
 
-__all__ = ["from_v1"]
+__all__ = ["from_v1", "to_v1"]
 
 _WIRE_KEYS: Final = frozenset({"iat", "exp", "aud", "m", "t", "a", "p", "h", "r", "o", "x"})
 _DECODE: Final = json.JSONDecoder().decode
+# The encoder the version-1 release sealed with; ensure_ascii (the default) keeps the plaintext ASCII.
+_ENCODE: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def to_v1(claims: Claims) -> bytes:
+    """The version-1 plaintext of ``claims``, as the release that minted ``v1.`` tokens wrote it.
+
+    Checks what :func:`from_v1` checks, so what seals unseals to equal claims; and, when there is
+    an ``extra``, that it survives JSON unchanged (a tuple, a non-str key or a set would not).
+    Raises ``ValueError`` otherwise, with that release's messages.
+    """
+    wire = {
+        "iat": claims.iat,
+        "exp": claims.exp,
+        "aud": claims.aud,
+        "m": claims.method,
+        "t": claims.target,
+        "a": claims.args_digest,
+        "p": claims.principal,
+        "h": claims.hold_id,
+        "r": claims.round,
+        "o": claims.owner,
+        "x": dict(claims.extra),
+    }
+    try:
+        checked = _from_wire(wire)
+        payload = _ENCODE(wire).encode("ascii")
+        # Without an extra, every claim is a str, an int or None that the checks above pinned
+        # down, and JSON carries those as they are.
+        if claims.extra and _from_wire(_DECODE(payload.decode("ascii"))) != checked:
+            raise ValueError("extra must hold only JSON-native values (dict with str keys, list, ...)")
+    except StateError as exc:
+        raise ValueError(f"refusing to seal invalid claims: {exc.detail}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"refusing to seal claims that do not survive JSON: {exc}") from exc
+    return payload
 
 
 def from_v1(payload: bytes) -> Claims:
