@@ -221,9 +221,10 @@ class KeyRing:
                 raise ValueError(f"request-state secret #{index} repeats an earlier secret; remove the duplicate")
             self._aeads[kid] = AESGCM(key)
         self._seal_kid = next(iter(self._aeads))
-        # What seal needs, looked up once: the sealing AEAD and the associated data it binds.
+        # What seal needs, looked up once: the sealing AEAD, the associated data it binds, the prefix.
         self._seal_v1 = seal_version == 1
-        self._seal = (self._aeads[self._seal_kid], (_AAD_V1 if self._seal_v1 else _AAD_V2) + self._seal_kid)
+        aad, prefix = (_AAD_V1, _V1) if self._seal_v1 else (_AAD_V2, _V2)
+        self._seal = (self._aeads[self._seal_kid], aad + self._seal_kid, prefix)
         self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
@@ -275,66 +276,60 @@ class KeyRing:
         :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
         """
         if self._seal_v1:
-            return self._seal_version_1(claims)
-        iat, exp, rnd, principal, aud, target = (
-            claims.iat,
-            claims.exp,
-            claims.round,
-            claims.principal,
-            claims.aud,
-            claims.target,
-        )
-        digest, hold = claims.args_digest, claims.hold_id
-        try:
-            method = _V2_METHOD_CODES[claims.method]
-            tag = "" if principal is None else principal
-            # Anything but a str fails here, so the strings need no type check of their own.
-            text = aud + target + digest + tag + hold + claims.owner
-            a = len(aud)
-            b = a + len(target)
-            c = b + len(digest)
-            d = c + len(tag)
-            e = d + len(hold)
-            # The checks unseal applies (the same chain of ends), on what is about to be sealed.
-            # type() rather than isinstance() for integers: True is an int to the type checker,
-            # and would come back as 1.
-            if not (
-                type(iat) is int
-                and type(exp) is int
-                and type(rnd) is int
-                and 0 <= iat < exp
-                and rnd >= 1
-                and 0 < a <= b < c <= d < e < len(text)
-                and (principal is None or principal)
-            ):
-                raise ValueError("out of range")
-            body = text.encode("utf-8", "surrogatepass")
-            plaintext = _v2_pack(method, iat, exp, rnd, len(body), a, b, c, d, e) + body
-        except (KeyError, TypeError, AttributeError, ValueError, struct.error) as exc:
-            raise ValueError(f"refusing to seal invalid claims: {_invalid(claims) or exc}") from None
-        if claims.extra:
-            encoded, standard = _extra_json(claims.extra)
-            plaintext = (
-                plaintext + encoded if not standard else bytes((method | _V2_STANDARD_EXTRA,)) + plaintext[1:] + encoded
+            plaintext = _to_v1(claims)
+        else:
+            iat, exp, rnd, principal, aud, target = (
+                claims.iat,
+                claims.exp,
+                claims.round,
+                claims.principal,
+                claims.aud,
+                claims.target,
             )
-        aead, aad = self._seal
+            digest, hold = claims.args_digest, claims.hold_id
+            try:
+                method = _V2_METHOD_CODES[claims.method]
+                tag = "" if principal is None else principal
+                # Anything but a str fails here, so the strings need no type check of their own.
+                text = aud + target + digest + tag + hold + claims.owner
+                a = len(aud)
+                b = a + len(target)
+                c = b + len(digest)
+                d = c + len(tag)
+                e = d + len(hold)
+                # The checks unseal applies (the same chain of ends), on what is about to be sealed.
+                # type() rather than isinstance() for integers: True is an int to the type checker,
+                # and would come back as 1.
+                if not (
+                    type(iat) is int
+                    and type(exp) is int
+                    and type(rnd) is int
+                    and 0 <= iat < exp
+                    and rnd >= 1
+                    and 0 < a <= b < c <= d < e < len(text)
+                    and (principal is None or principal)
+                ):
+                    raise ValueError("out of range")
+                body = text.encode("utf-8", "surrogatepass")
+                plaintext = _v2_pack(method, iat, exp, rnd, len(body), a, b, c, d, e) + body
+            except (KeyError, TypeError, AttributeError, ValueError, struct.error) as exc:
+                raise ValueError(f"refusing to seal invalid claims: {_invalid(claims) or exc}") from None
+            if claims.extra:
+                encoded, standard = _extra_json(claims.extra)
+                plaintext = (
+                    plaintext + encoded
+                    if not standard
+                    else bytes((method | _V2_STANDARD_EXTRA,)) + plaintext[1:] + encoded
+                )
+        aead, aad, prefix = self._seal
         nonce = _urandom(_NONCE_LEN)
-        blob = self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad)
-        token = _V2 + b64url_nopad(blob)
+        token = prefix + b64url_nopad(self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad))
         if len(token) > MAX_TOKEN_LENGTH:
-            _checked_length(token)
+            raise ValueError(
+                f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; "
+                "keep extra small"
+            )
         return token
-
-    def _seal_version_1(self, claims: Claims) -> str:
-        """A ``v1.`` token, byte for byte as the release that minted only version 1 sealed it.
-
-        Same key, key id, nonce source and layout as version 2; the AAD is ``b"v1." + kid`` and the
-        plaintext :func:`~gateway.state.plaintext_v1.to_v1`, so that release's replicas read it.
-        """
-        plaintext = _to_v1(claims)
-        aead, aad = self._seal
-        nonce = _urandom(_NONCE_LEN)
-        return _checked_length(_V1 + b64url_nopad(self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad)))
 
     def unseal(self, token: object, *, now: float | None = None) -> Claims:
         """Verify and decrypt a client-echoed token; raise :class:`StateError` on any doubt.
@@ -409,15 +404,6 @@ class KeyRing:
             text[e:],
             extra,
         )
-
-
-def _checked_length(token: str) -> str:
-    """``token``, unless it is longer than :data:`MAX_TOKEN_LENGTH` (a gateway bug: refused at mint time)."""
-    if len(token) > MAX_TOKEN_LENGTH:
-        raise ValueError(
-            f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; keep extra small"
-        )
-    return token
 
 
 def _check_time(iat: int, exp: int, current: float) -> None:
