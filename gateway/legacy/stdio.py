@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import time
@@ -48,7 +47,7 @@ from gateway.errors import BackendUnavailable
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj
-from gateway.legacy.wire import jsonrpc_messages, message_size
+from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
 
@@ -285,10 +284,10 @@ class StdioSession(DemuxedSession):
                     raise BackendUnavailable("malformed_response", f"a line over {limit} bytes") from None
                 if not line:
                     break
-                if not line.strip():
+                if line.isspace():  # (the same test as strip(), without copying a long line)
                     continue
                 try:
-                    messages = jsonrpc_messages(json.loads(line))
+                    messages = await parse_messages(line)
                 except ValueError:  # not JSON, or not JSON-RPC: a banner or a debug print
                     self._noise.line(line)
                     continue

@@ -222,7 +222,7 @@ class StreamableHttpSession(HttpSessionBase):
         if not ctype.startswith("application/json"):
             raise BackendUnavailable("malformed_response", f"unexpected Content-Type {ctype or 'none'!r}")
         raw = await self._read_body(resp, what="response")
-        for message in jsonrpc_messages(json.loads(raw)):
+        for message in await parse_messages(raw):
             if message.get("id") == request_id and ("result" in message or "error" in message):
                 return final_response(message)
         raise BackendUnavailable("malformed_response", "no response for our request id")
