@@ -145,7 +145,15 @@ def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         "",
         f"Two-round flow (`ask_city`): gateway {rounds['gateway']['median_ms']:.2f} ms (p99 "
         f"{rounds['gateway']['p99_ms']:.2f}), native mcp 2.3.0 {rounds['native']['median_ms']:.2f} ms (p99 "
-        f"{rounds['native']['p99_ms']:.2f}). Held calls: "
+        f"{rounds['native']['p99_ms']:.2f})"
+        + (
+            f"; the same flow spoken directly to the legacy backend (FastMCP 1.30, no gateway) "
+            f"{rounds['legacy_direct']['median_ms']:.2f} ms (p99 {rounds['legacy_direct']['p99_ms']:.2f}), "
+            f"{rounds['legacy_direct_ratio']}x native"
+            if "legacy_direct" in rounds
+            else ""
+        )
+        + ". Held calls: "
         + ", ".join(f"{c} holds {v['kib_per_hold']} KiB each" for c, v in holds["holds"].items())
         + f" (baseline RSS {holds['baseline_rss_kib'] / 1024:.0f} MiB; light backend without a GET stream)"
         + "".join(
