@@ -6,9 +6,10 @@ direct (handshake-era client → FastMCP), hop (same client → bare aiohttp hop
 every path alike. The overhead ratio is ``(gateway - direct) / (hop - direct)`` of the medians: the
 gateway's own cost in units of the cheapest possible Python hop.
 
-Load: 64 connections for a fixed time with ``wrk`` (Debian package) when it is installed, else an
-aiohttp load generator of the bench's own (the report says which). CPU per request is the proxy
-process's user+system CPU time over the run divided by the requests it served.
+Load: 64 connections for a fixed time, after one uncounted second per path, with ``wrk`` (Debian
+package) when it is installed, else an aiohttp load generator of the bench's own (the report says
+which). CPU per request is the proxy process's user+system CPU time over the run divided by the
+requests it served.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench.harness import Legacy, Modern, cpu_seconds, summary
 
 SIZES = {"5 B": 5, "64 KiB": 64 * 1024, "1 MiB": 1024 * 1024}
 CONCURRENCY = 64
+WARMUP_SECONDS = 1.0
 
 
 async def latency(
@@ -118,6 +120,12 @@ async def load(
     tool = "wrk" if shutil.which("wrk") else "aiohttp"
     out: dict[str, Any] = {"generator": tool, "concurrency": CONCURRENCY, "seconds": seconds}
     for path, (url, body, headers, pid) in targets.items():
+        # Warm-up, not counted: the gateway's pool opens backend sessions as concurrency grows (the
+        # hop forwards one client session), and a steady state is what CPU per request describes.
+        if tool == "wrk":
+            await asyncio.to_thread(_wrk, url, body, headers, WARMUP_SECONDS)
+        else:
+            await _aiohttp_load(url, body, headers, WARMUP_SECONDS)
         cpu_before = cpu_seconds(pid) if pid else 0.0
         started = time.perf_counter()
         if tool == "wrk":
