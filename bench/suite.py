@@ -39,7 +39,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "full": {
         "runs": 300,
         "rounds": 150,
-        "large": 3,
+        "large": 10,
         "load": 5.0,
         "codec": 20000,
         "holds": [1000, 10000],
