@@ -201,9 +201,9 @@ class HoldPolicy(Strict):
         ge=0,
         le=5,
         description=(
-            "Upper bound, in seconds, on gathering one input round after a server request. The round is sent as "
-            "soon as the backend has gone quiet (1 ms of silence, then one ping round trip that brings nothing "
-            "new), so requests it sends together share one round and a round costs about one backend round trip; "
+            "Upper bound, in seconds, on gathering one input round after a server request. The round is sent once "
+            "a ping sent as the round starts has come back and 1 ms more has passed with nothing new, so requests "
+            "the backend sends together share one round and a round costs about one backend round trip; "
             "this bound only matters for a backend slow to answer the ping (the round is still correct if a "
             "request comes late: it becomes the next round). 0 sends every round at once."
         ),
