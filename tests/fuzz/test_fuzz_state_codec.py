@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import string
 import struct
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from live import count_case, fuzz_settings
+from state_oracle import v1_plaintext
 
 from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, StateError, args_digest, check_bindings, principal_tag
 from gateway.state.codec import MRTR_METHODS
@@ -84,24 +84,6 @@ def seal_by_hand(prefix: str, plaintext: bytes) -> str:
     nonce = os.urandom(12)
     sealed = AESGCM(key).encrypt(nonce, plaintext, prefix.encode() + kid)
     return prefix + base64.urlsafe_b64encode(kid + nonce + sealed).decode().rstrip("=")
-
-
-def v1_plaintext(claims: Claims) -> bytes:
-    """The version-1 plaintext (compact ASCII JSON, short keys) the previous release sealed."""
-    wire = {
-        "iat": claims.iat,
-        "exp": claims.exp,
-        "aud": claims.aud,
-        "m": claims.method,
-        "t": claims.target,
-        "a": claims.args_digest,
-        "p": claims.principal,
-        "h": claims.hold_id,
-        "r": claims.round,
-        "o": claims.owner,
-        "x": dict(claims.extra),
-    }
-    return json.dumps(wire, separators=(",", ":")).encode()
 
 
 @fuzz_settings(200)

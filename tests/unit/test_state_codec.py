@@ -21,6 +21,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from state_oracle import NEW, NOW, OLD, make_claims, v1_plaintext
 
 from gateway.state import (
     MAX_TOKEN_LENGTH,
@@ -34,27 +35,7 @@ from gateway.state import (
     principal_tag,
 )
 
-NOW = 1_800_000_000
-OLD = b"old-secret-old-secret-old-secret-0"
-NEW = b"new-secret-new-secret-new-secret-1"
 OTHER = b"other-secret-other-secret-other-2"
-
-
-def make_claims(**overrides: Any) -> Claims:
-    base = Claims(
-        iat=NOW,
-        exp=NOW + 600,
-        aud="weather",
-        method="tools/call",
-        target="get_forecast",
-        args_digest=args_digest({"city": "Paris", "days": 3}),
-        principal=principal_tag("Bearer abc", KeyRing([OLD]).salt),
-        hold_id="hold-7f3a",
-        round=2,
-        owner="gateway-0",
-        extra={"urlElicitations": ["e-1", "e-2"], "transcript": [{"k": "v", "n": 1.5, "ok": True}]},
-    )
-    return replace(base, **overrides)
 
 
 def b64u(data: bytes) -> str:
@@ -119,31 +100,13 @@ def v2_plaintext(claims: Claims) -> bytes:
         return bytes((fixed[0] | 0x80,)) + fixed[1:] + text + standard
 
 
-def v1_wire(claims: Claims) -> bytes:
-    """The documented version-1 plaintext (JSON) of ``claims``, as the previous release sealed it."""
-    wire = {
-        "iat": claims.iat,
-        "exp": claims.exp,
-        "aud": claims.aud,
-        "m": claims.method,
-        "t": claims.target,
-        "a": claims.args_digest,
-        "p": claims.principal,
-        "h": claims.hold_id,
-        "r": claims.round,
-        "o": claims.owner,
-        "x": dict(claims.extra),
-    }
-    return json.dumps(wire, separators=(",", ":")).encode()
-
-
 @pytest.fixture(params=["v2", "v1"])
 def any_version_token(request: pytest.FixtureRequest) -> str:
     """A valid token of ``make_claims()`` under OLD: minted by the codec (v2) or as the previous
     release minted it (v1, built from the documented format). Tamper tests run on both."""
     if request.param == "v2":
         return KeyRing([OLD]).seal(make_claims())
-    return seal_raw_payload(OLD, v1_wire(make_claims()))
+    return seal_raw_payload(OLD, v1_plaintext(make_claims()))
 
 
 # --- round trip -----------------------------------------------------------------------------
@@ -279,7 +242,7 @@ def test_a_token_moved_to_the_other_version_is_refused() -> None:
     """The version prefix is under the tag: a v2 body read as v1 (or the reverse) never decrypts."""
     ring = KeyRing([OLD])
     v2 = ring.seal(make_claims())
-    v1 = seal_raw_payload(OLD, v1_wire(make_claims()))
+    v1 = seal_raw_payload(OLD, v1_plaintext(make_claims()))
     assert reason_of(ring, "v1." + v2[3:]) == "decrypt_failed"
     assert reason_of(ring, "v2." + v1[3:]) == "decrypt_failed"
 
@@ -342,7 +305,7 @@ def test_non_canonical_trailing_bits_are_malformed(version: str) -> None:
     remainders = set()
     for hold_id in ("h", "hh", "hhh"):  # three blob lengths: every remainder mod 3
         claims = make_claims(hold_id=hold_id)
-        token = ring.seal(claims) if version == "v2" else seal_raw_payload(OLD, v1_wire(claims))
+        token = ring.seal(claims) if version == "v2" else seal_raw_payload(OLD, v1_plaintext(claims))
         body = token[3:]
         if len(body) % 4 == 0:
             continue
@@ -691,7 +654,7 @@ def test_authentic_v2_plaintext_breaking_a_rule_is_bad_claims(payload: bytes) ->
 
 
 def test_v1_json_plaintext_under_a_v2_prefix_is_bad_claims() -> None:
-    assert reason_of(KeyRing([OLD]), seal_raw_payload(OLD, v1_wire(make_claims()), "v2.")) == "bad_claims"
+    assert reason_of(KeyRing([OLD]), seal_raw_payload(OLD, v1_plaintext(make_claims()), "v2.")) == "bad_claims"
 
 
 def test_v2_plaintext_under_a_v1_prefix_is_bad_claims() -> None:
@@ -800,7 +763,7 @@ def test_extra_round_trips_exactly_through_either_json(extra: dict[str, Any], st
 
 def test_v2_tokens_are_shorter_than_v1_tokens_of_the_same_claims() -> None:
     claims = make_claims()
-    assert len(KeyRing([OLD]).seal(claims)) < len(seal_raw_payload(OLD, v1_wire(claims)))
+    assert len(KeyRing([OLD]).seal(claims)) < len(seal_raw_payload(OLD, v1_plaintext(claims)))
 
 
 # --- rolling upgrade from version 1 --------------------------------------------------------------
@@ -856,7 +819,7 @@ def test_v1_tokens_keep_every_check_they_had() -> None:
 def test_v1_tokens_of_any_claims_unseal_equal() -> None:
     ring = KeyRing([OLD])
     for claims in (make_claims(), make_claims(principal=None, extra={}), make_claims(target="lone \udc80")):
-        assert ring.unseal(seal_raw_payload(OLD, v1_wire(claims)), now=NOW) == claims
+        assert ring.unseal(seal_raw_payload(OLD, v1_plaintext(claims)), now=NOW) == claims
 
 
 # --- the claims object --------------------------------------------------------------------------
@@ -864,7 +827,7 @@ def test_v1_tokens_of_any_claims_unseal_equal() -> None:
 
 def test_unsealed_claims_are_a_frozen_claims_dataclass_like_constructed_ones() -> None:
     ring = KeyRing([OLD])
-    for token in (ring.seal(make_claims()), seal_raw_payload(OLD, v1_wire(make_claims()))):
+    for token in (ring.seal(make_claims()), seal_raw_payload(OLD, v1_plaintext(make_claims()))):
         back = ring.unseal(token, now=NOW)
         assert type(back) is Claims
         assert back == make_claims()

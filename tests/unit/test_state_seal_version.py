@@ -18,33 +18,14 @@ from typing import Any
 
 import pytest
 from previous_release import COMMIT, MODULES, load_codec, source_of
+from state_oracle import NEW, NOW, OLD, make_claims
 
 import gateway.state.codec as codec
 from gateway.config import ConfigError, parse_config
-from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, args_digest, principal_tag
+from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing
 
-NOW = 1_800_000_000
-OLD = b"old-secret-old-secret-old-secret-0"
-NEW = b"new-secret-new-secret-new-secret-1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIELDS = tuple(f.name for f in fields(Claims))
-
-
-def make_claims(**overrides: Any) -> Claims:
-    base = Claims(
-        iat=NOW,
-        exp=NOW + 600,
-        aud="weather",
-        method="tools/call",
-        target="get_forecast",
-        args_digest=args_digest({"city": "Paris", "days": 3}),
-        principal=principal_tag("Bearer abc", KeyRing([OLD]).salt),
-        hold_id="hold-7f3a",
-        round=2,
-        owner="gateway-0",
-        extra={"urlElicitations": ["e-1", "e-2"], "transcript": [{"k": "v", "n": 1.5, "ok": True}]},
-    )
-    return replace(base, **overrides)
 
 
 CASES = {
