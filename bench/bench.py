@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,31 +38,11 @@ import aiohttp
 from aiohttp import web
 
 from bench.forward_hop import forward_app
+from bench.harness import CAPS, HEADERS, MODERN, free_port, wait_http
 from gateway.legacy.session import FinalResponse, ServerRequest
 from gateway.legacy.streamable_http import StreamableHttpSession
 
 ROOT = Path(__file__).resolve().parents[1]
-MODERN = "2026-07-28"
-CAPS = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def wait_http(url: str, deadline: float = 30) -> None:
-    end = time.monotonic() + deadline
-    async with aiohttp.ClientSession() as http:
-        while time.monotonic() < end:
-            try:
-                async with http.get(url.rsplit("/", 1)[0] + "/healthz-probe"):
-                    return
-            except aiohttp.ClientError:
-                await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up within {deadline}s")
 
 
 def spawn(argv: list[str]) -> subprocess.Popen[bytes]:

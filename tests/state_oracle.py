@@ -14,6 +14,21 @@ NOW = 1_800_000_000
 OLD = b"old-secret-old-secret-old-secret-0"
 NEW = b"new-secret-new-secret-new-secret-1"
 
+UNSEALABLE: list[dict[str, Any]] = [
+    {"round": 0},
+    {"iat": True},
+    {"exp": NOW},
+    {"method": "tools/list"},
+    {"hold_id": ""},
+    {"owner": ""},
+    {"principal": ""},
+    {"extra": {"t": (1, 2)}},
+    {"extra": {"s": {1, 2}}},
+    {"extra": {1: "int key"}},
+    {"extra": {"n": float("nan")}},
+]
+"""Overrides of :func:`make_claims` that no token may carry: seal refuses them (every format)."""
+
 
 def make_claims(**overrides: Any) -> Claims:
     base = Claims(
