@@ -13,6 +13,15 @@ the lease makes that attribution certain rather than a guess. The lease holder's
 *before* its request leaves (``start(..., owner=True)``): servers may send requests on the
 standalone stream before the call's own response headers arrive.
 
+An exchange's own answer stream (the SSE stream of its POST) is read by the task that waits on the
+exchange (:attr:`Exchange.stream`, see :meth:`Exchange.next`), not by a task of its own: a plain
+pass-through call costs no reader task, no queue hand-over and no extra turn of the event loop.
+That read is parked only while it waits for bytes, and a push from elsewhere (a server request on
+the standalone stream) or the deadline interrupts it there, so the waiting task still wakes for
+whatever any stream delivers. As soon as the exchange yields anything but its answer (a server
+request, a notification), or is polled for a round, the stream gets a reader task of its own, as
+every exchange did before: an interactive flow reads exactly as it always has.
+
 A server request that arrives while no call owns the session (typically ``roots/list`` right after
 ``notifications/initialized``, which many servers ask once and cache) is *unclaimed*: the session
 answers it itself when it was told how (``self_answers``, e.g. a route's static roots), else keeps it
@@ -25,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway.errors import BackendUnavailable
+from gateway.legacy.events import EventQueue
 
 JsonObj = dict[str, Any]
 
@@ -69,6 +79,27 @@ class FinalResponse:
 
 ExchangeEvent = ServerRequest | ServerNotification | FinalResponse
 
+_T = TypeVar("_T")
+
+
+class AnswerStream(Protocol):
+    """An exchange's own answer stream (a POST's SSE response), read by the task waiting on the
+    exchange until it needs a reader of its own (see :attr:`Exchange.stream`)."""
+
+    async def read(self, exchange: Exchange) -> bool:
+        """Read what has arrived (waiting for it through :meth:`Exchange.parked`) and route the
+        messages it completes into ``exchange``. False once the rest needs a reader task (the
+        stream ended before the answer and is to be resumed)."""
+        ...
+
+    def background(self, exchange: Exchange) -> Coroutine[Any, Any, None]:
+        """The rest of the stream, read to the answer by a task of its own."""
+        ...
+
+    def close(self) -> None:
+        """Nobody will read it: release it (a stream whose answer was read finishes by itself)."""
+        ...
+
 
 @dataclass(eq=False)
 class Exchange:
@@ -76,8 +107,12 @@ class Exchange:
 
     request_id: str | int
     method: str
-    queue: asyncio.Queue[ExchangeEvent | BackendUnavailable] = field(default_factory=asyncio.Queue)
+    queue: EventQueue[ExchangeEvent | BackendUnavailable] = field(default_factory=EventQueue)
     reader: asyncio.Task[None] | None = None
+    stream: AnswerStream | None = None
+    """The exchange's answer stream while no reader task reads it: the task waiting for the next
+    event reads it itself (:meth:`next`). Handed to a reader task (:attr:`reader`) as soon as the
+    exchange is more than a request and its answer."""
     done: bool = False
     answered: bool = False
     """The final response (or a failure) has been pushed; the reader may stop."""
@@ -99,6 +134,12 @@ class Exchange:
     """The current round's ``settle``, while it is out (see :meth:`poll`)."""
     _unfenced: bool = False
     """A ``settle`` failed: this exchange gathers rounds by silence alone (see :meth:`poll`)."""
+    _parked: asyncio.Task[Any] | None = None
+    """The task parked in :meth:`parked` (reading :attr:`stream`), while it waits for bytes."""
+    _parked_cancelling: int = 0
+    _ready: Callable[[], bool] | None = None
+    _woken: bool = False
+    _expired: bool = False
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if not self.done and not self.answered:
@@ -108,15 +149,83 @@ class Exchange:
             self.queue.put_nowait(event)
             if isinstance(event, FinalResponse | BackendUnavailable):
                 self.answered = True
+            if self._parked is not None:
+                self._wake()
 
     async def next(self, timeout: float) -> ExchangeEvent:
         """The next event; raises :class:`BackendUnavailable` on failure or silence past ``timeout``."""
-        try:
-            async with asyncio.timeout(timeout):
-                item = await self.queue.get()
-        except TimeoutError:
-            raise BackendUnavailable("timeout", f"no answer from the backend within {timeout:g}s") from None
+        if not self.queue.empty():
+            return self._take(self.queue.get_nowait())
+        deadline = asyncio.get_running_loop().time() + timeout
+        if self.stream is not None:
+            item = await self._read_stream(deadline)
+        else:
+            item = await self.queue.get_until(deadline)
+        if item is None:
+            raise BackendUnavailable("timeout", f"no answer from the backend within {timeout:g}s")
         return self._take(item)
+
+    async def _read_stream(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
+        """Read :attr:`stream` in this task until an event is queued or ``deadline`` passes (one
+        timer for the whole wait). Anything but the answer hands the stream to a reader task."""
+        self._expired = False
+        timer = asyncio.get_running_loop().call_at(deadline, self._expire)
+        try:
+            while self.queue.empty() and not self._expired:
+                stream = self.stream
+                if stream is None:  # handed to a reader task meanwhile
+                    return await self.queue.get_until(deadline)
+                if not await stream.read(self):
+                    self._hand_over()
+        finally:
+            timer.cancel()
+        if self.queue.empty():
+            return None
+        item = self.queue.get_nowait()
+        if not isinstance(item, FinalResponse | BackendUnavailable):
+            self._hand_over()
+        return item
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._parked is not None:
+            self._wake()
+
+    def _hand_over(self) -> None:
+        """Give :attr:`stream` a reader task of its own (how every exchange was read before)."""
+        stream, self.stream = self.stream, None
+        if stream is not None and not self.done:
+            self.reader = asyncio.create_task(stream.background(self), name="legacy-call")
+
+    async def parked(self, read: Awaitable[_T], ready: Callable[[], bool]) -> _T | None:
+        """Await ``read`` (a read of :attr:`stream` that only waits for bytes); a push from elsewhere
+        or the deadline of :meth:`next` interrupts it (None) while ``ready()`` says no bytes, end or
+        failure has reached it since - past that point the read returns by itself.
+
+        The interruption is a cancellation of this task, delivered only while it is suspended in
+        ``read`` on a wait nothing has completed (that is what ``ready`` tells), so it always lands
+        inside ``read``, which gives it up without losing a byte (aiohttp's stream reader keeps
+        what it has buffered). A cancellation from outside in the meantime is told apart by the
+        task's cancellation count, as :func:`asyncio.timeout` does, and propagates."""
+        task = asyncio.current_task()
+        if task is None or self.stream is None:
+            return await read
+        self._parked, self._parked_cancelling, self._ready, self._woken = task, task.cancelling(), ready, False
+        try:
+            return await read
+        except asyncio.CancelledError:
+            if self._woken and task.uncancel() <= self._parked_cancelling:
+                return None
+            raise
+        finally:
+            self._parked = self._ready = None
+
+    def _wake(self) -> None:
+        parked, ready = self._parked, self._ready
+        if parked is None or ready is None or self._woken or ready():
+            return
+        self._woken = True
+        parked.cancel()
 
     async def poll(self, window: float) -> ExchangeEvent | None:
         """The next event of the round being gathered, or None once the round is complete.
@@ -138,6 +247,8 @@ class Exchange:
         whatever its outcome (its round trip still takes as long as the backend is slow), and
         :data:`ROUND_QUIET` again. Without ``settle``, silence alone completes the round.
         """
+        if self.stream is not None:
+            self._hand_over()
         if not self.queue.empty():
             return self._take(self.queue.get_nowait())
         loop = asyncio.get_running_loop()
@@ -208,13 +319,7 @@ class Exchange:
         return not fence.cancelled() and fence.exception() is None
 
     async def _get_until(self, when: float) -> ExchangeEvent | BackendUnavailable | None:
-        if not self.queue.empty():
-            return self.queue.get_nowait()
-        try:
-            async with asyncio.timeout_at(when):
-                return await self.queue.get()
-        except TimeoutError:
-            return None
+        return await self.queue.get_until(when)
 
     def _take(self, item: ExchangeEvent | BackendUnavailable) -> ExchangeEvent:
         if isinstance(item, BackendUnavailable):
@@ -239,12 +344,19 @@ class Exchange:
         a connection the next request could have reused (one new TCP connection per call)."""
         self.done = True
         self._end_fence()
+        self._close_stream()
         if self.reader is not None and not self.reader.done() and not self.draining:
             self.reader.cancel()
+
+    def _close_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            stream.close()
 
     async def aclose(self) -> None:
         self.done = True
         self._end_fence()
+        self._close_stream()
         if self.reader is not None and not self.reader.done():
             if not self.draining:
                 self.reader.cancel()

@@ -3,9 +3,12 @@
 One :class:`StreamableHttpSession` is one backend session: ``initialize`` with the capabilities of
 the modern request that caused it, ``notifications/initialized``, then ``Mcp-Session-Id`` and
 ``MCP-Protocol-Version`` on every request. Request answers may be JSON or an SSE stream on which
-the server also sends its own requests; a background reader per stream pushes what it reads into
-the :class:`~gateway.legacy.session.Exchange`. A standalone GET stream is kept open per session
-because servers send some requests there (mcp 1.30.0 sends ``roots/list`` on it).
+the server also sends its own requests; what a stream carries is routed into the
+:class:`~gateway.legacy.session.Exchange` (:class:`~gateway.legacy.call_stream.CallStream`: read by
+the task waiting on the exchange until the exchange is more than a request and its answer, then by
+a task of its own).
+A standalone GET stream is kept open per session because servers send some requests there
+(mcp 1.30.0 sends ``roots/list`` on it).
 
 Session state, the ``initialize`` check and message routing live in :mod:`gateway.legacy.base`;
 the mapping of foreign failures onto :class:`~gateway.errors.BackendUnavailable` in
@@ -24,6 +27,7 @@ import structlog
 from mcp_types.version import is_version_at_least
 
 from gateway.errors import BackendUnavailable
+from gateway.legacy.call_stream import CallStream
 from gateway.legacy.http_base import HttpSessionBase
 from gateway.legacy.session import (
     Exchange,
@@ -31,10 +35,8 @@ from gateway.legacy.session import (
     JsonObj,
     SessionExpired,
 )
-from gateway.legacy.sse import SSEParser
 from gateway.legacy.wire import (
     backend_errors,
-    drain,
     final_response,
     jittered,
     jsonrpc_messages,
@@ -48,7 +50,6 @@ log = structlog.get_logger("gateway.legacy")
 
 _MAX_ERROR_BYTES = 64 * 1024
 """Most of a 4xx body read to find a JSON-RPC error in it."""
-_RESUME_ATTEMPTS = 3
 
 
 class StreamableHttpSession(HttpSessionBase):
@@ -131,8 +132,8 @@ class StreamableHttpSession(HttpSessionBase):
             exchange.push(resp)
             return exchange
         if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
-            # the reader task owns (and releases) the response from here on
-            exchange.reader = asyncio.create_task(self._read_call_stream(resp, exchange), name="legacy-call")
+            # the exchange's stream owns (and releases) the response from here on
+            exchange.stream = CallStream(self, resp, exchange)
             return exchange
         try:
             exchange.push(await self._single_response(resp, request_id))
@@ -209,12 +210,16 @@ class StreamableHttpSession(HttpSessionBase):
                 if resp.status not in (200, 202, 204):
                     raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
 
+    @property
+    def max_message_bytes(self) -> int:
+        return self._limits.max_message_bytes
+
     async def _single_response(self, resp: aiohttp.ClientResponse, request_id: int | str) -> FinalResponse:
         """Read a JSON or SSE answer to a request that must not involve server requests."""
         ctype = resp.headers.get("Content-Type", "")
         if ctype.startswith("text/event-stream"):
             exchange = self._new_exchange(request_id, "")
-            await self._read_call_stream(resp, exchange)
+            await CallStream(self, resp, exchange).background(exchange)
             while True:
                 event = await exchange.next(self._timeout)
                 if isinstance(event, FinalResponse):
@@ -227,45 +232,7 @@ class StreamableHttpSession(HttpSessionBase):
                 return final_response(message)
         raise BackendUnavailable("malformed_response", "no response for our request id")
 
-    async def _read_call_stream(self, resp: aiohttp.ClientResponse, exchange: Exchange) -> None:
-        """Pump one POST's SSE stream into ``exchange`` until the final response (resuming if cut)."""
-        last_id: str | None = None
-        retry_ms = 1000
-        attempts = 0
-        try:
-            while True:
-                parser = SSEParser(self._limits.max_message_bytes)
-                exchange.receiving = parser.mid_event
-                try:
-                    with backend_errors(exchange.method or "request"):
-                        async for event in sse_events(resp, parser=parser):
-                            if event.id:
-                                last_id = event.id
-                            if event.retry is not None:
-                                retry_ms = event.retry
-                            if not event.data or event.event != "message":
-                                continue
-                            await self._dispatch_event(event.data, exchange)
-                            if exchange.answered:
-                                exchange.draining = True
-                                await drain(resp)
-                                return
-                finally:
-                    exchange.receiving = None
-                    resp.release()
-                if last_id is None or attempts >= _RESUME_ATTEMPTS:
-                    raise BackendUnavailable("stream_closed", "the backend closed the stream before answering")
-                attempts += 1
-                await asyncio.sleep(jittered(min(retry_ms, 5000) / 1000))
-                resp = await self._resume(last_id)
-        except BackendUnavailable as exc:
-            if exc.reason == "malformed_response":
-                self._broken = True
-            exchange.push(exc)
-        except asyncio.CancelledError:
-            raise
-
-    async def _resume(self, last_event_id: str) -> aiohttp.ClientResponse:
+    async def resume(self, last_event_id: str) -> aiohttp.ClientResponse:
         with backend_errors("resume"):
             resp = await self._send(
                 "GET",
@@ -279,7 +246,8 @@ class StreamableHttpSession(HttpSessionBase):
                 raise BackendUnavailable("stream_closed", f"resume answered HTTP {resp.status}")
             return resp
 
-    async def _dispatch_event(self, data: str, exchange: Exchange | None) -> None:
+    async def dispatch_event(self, data: str, exchange: Exchange | None) -> None:
+        """Route the JSON-RPC messages of one SSE event (``exchange``: the stream's own, if any)."""
         messages = await parse_messages(data)
         size = message_size(data, len(messages))
         for message in messages:
@@ -324,7 +292,7 @@ class StreamableHttpSession(HttpSessionBase):
                         try:
                             async for event in events:
                                 if event.data and event.event == "message":
-                                    await self._dispatch_event(event.data, None)
+                                    await self.dispatch_event(event.data, None)
                                     delivered = True
                         except TimeoutError:
                             idle = True  # silent past stream_idle_timeout: reopen it

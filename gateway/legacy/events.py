@@ -1,0 +1,91 @@
+"""The queue an :class:`~gateway.legacy.session.Exchange` keeps its events in.
+
+:class:`asyncio.Queue` does more than an exchange needs (bounds, putters, task accounting with an
+:class:`asyncio.Event`), and a wait with a deadline around it costs an :func:`asyncio.timeout`
+(a cancellation of the waiting task when it fires). Every backend call has one, so this is what
+it needs and no more: a deque, a future per waiting reader, one timer per wait with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from typing import Generic, TypeVar
+
+_T = TypeVar("_T")
+
+
+class EventQueue(Generic[_T]):
+    """The part of :class:`asyncio.Queue` an exchange uses (unbounded, no task accounting), at a
+    fraction of its cost per call: a deque, and a future per waiting reader.
+
+    Like :meth:`asyncio.Queue.get`, a getter takes its item only once it runs again, so a getter
+    cancelled after it was woken leaves the item queued (the next getter is woken instead)."""
+
+    __slots__ = ("_getters", "_items")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[_T] = collections.deque()
+        self._getters: collections.deque[asyncio.Future[bool]] = collections.deque()
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def get_nowait(self) -> _T:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.popleft()
+
+    def put_nowait(self, item: _T) -> None:
+        self._items.append(item)
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        while self._getters:
+            getter = self._getters.popleft()
+            if not getter.done():
+                getter.set_result(True)
+                return
+
+    async def get(self) -> _T:
+        while not self._items:
+            await self._wait(None)
+        return self._items.popleft()
+
+    async def get_until(self, deadline: float) -> _T | None:
+        """The next item, or None once the loop's clock has reached ``deadline`` with none queued:
+        one timer for the whole wait, no :func:`asyncio.timeout` (no cancellation of the task)."""
+        loop = asyncio.get_running_loop()
+        while not self._items:
+            if loop.time() >= deadline or not await self._wait(deadline):
+                return None
+        return self._items.popleft()
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Until an item is put (True) or ``deadline`` passes (False)."""
+        loop = asyncio.get_running_loop()
+        getter: asyncio.Future[bool] = loop.create_future()
+        self._getters.append(getter)
+        timer = None if deadline is None else loop.call_at(deadline, _expire, getter)
+        try:
+            return await getter
+        except asyncio.CancelledError:
+            if getter.done() and not getter.cancelled() and getter.result() and self._items:
+                self._wake_next()  # woken, but cancelled before it could take the item
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if not getter.done():
+                getter.cancel()
+            with contextlib.suppress(ValueError):
+                self._getters.remove(getter)  # still in line: timed out or cancelled
+
+
+def _expire(getter: asyncio.Future[bool]) -> None:
+    if not getter.done():
+        getter.set_result(False)
