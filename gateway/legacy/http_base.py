@@ -65,7 +65,15 @@ class HttpSessionBase(LegacySessionBase):
     ) -> None:
         self._http = http
         self._url = url
+        self._target = URL(url)
+        """``url`` parsed once: every request of the session goes there."""
+        self._origin = _origin(self._target)
         self._base_headers = dict(headers)
+        # Immutable, so built once per session rather than per request.
+        self._timeouts = (
+            aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_connect=connect_timeout),
+            aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
+        )
         super().__init__(
             capabilities=capabilities,
             timeout=timeout,
@@ -82,8 +90,8 @@ class HttpSessionBase(LegacySessionBase):
         there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
         POST needs), at most :data:`MAX_REDIRECTS` times. The caller releases the response.
         """
-        origin = _origin(URL(self._url))
-        target = URL(url)
+        origin = self._origin
+        target = self._target if url is self._url else URL(url)
         body = kwargs.pop("json", None)
         encoded = None if body is None else fastjson.dumps(body)
         for _ in range(MAX_REDIRECTS + 1):
@@ -114,6 +122,6 @@ class HttpSessionBase(LegacySessionBase):
             return await read_bounded(resp.content, limit, what=what)
 
     def _client_timeout(self, *, total: bool) -> aiohttp.ClientTimeout:
-        if total:
-            return aiohttp.ClientTimeout(total=self._timeout, connect=self._connect_timeout)
-        return aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_connect=self._connect_timeout)
+        """``total``: the whole exchange within the backend timeout; else only connecting is bounded
+        (a stream is read for as long as the call runs, each wait bounded by its reader)."""
+        return self._timeouts[total]

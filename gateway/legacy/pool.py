@@ -40,12 +40,12 @@ from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, GatewayError, Overloaded
 from gateway.legacy import factory
 from gateway.legacy.factory import LegacySession
+from gateway.legacy.pool_keys import caps_key
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.stdio import StdioSession
 from gateway.state.claims import credential_digest
 from gateway.tasks import TaskGroup
-from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
 
@@ -112,6 +112,7 @@ class SessionPool:
         """Listener sessions (subscriptions/listen): not leased, but counted in ``max_sessions``."""
         self._lock = asyncio.Lock()
         self._on_change = on_change
+        self._reported: int | None = None
         self.initializations = 0
         self._waiters: deque[_Waiter] = deque()
         self._last_lease = time.monotonic()
@@ -133,7 +134,7 @@ class SessionPool:
 
     @property
     def size(self) -> int:
-        return len(self._all()) + len(self._detached) + self._opening
+        return sum(map(len, self._sessions.values())) + len(self._detached) + self._opening
 
     @property
     def spare_count(self) -> int:
@@ -170,11 +171,16 @@ class SessionPool:
         return [p for p in self._all() if not p.in_use]
 
     def _report(self) -> None:
+        """Tell ``on_change`` the route's size when it changed since it was last told (a lease or a
+        release of a session that stays open changes nothing)."""
         if self._on_change is not None:
-            self._on_change(self._route.name, self.size)
+            size = self.size
+            if size != self._reported:
+                self._reported = size
+                self._on_change(self._route.name, size)
 
     def key_for(self, credential: str | None, normalized_caps: JsonObj) -> PoolKey:
-        return (credential_digest(credential), caps.cache_key(normalized_caps))
+        return (credential_digest(credential), caps_key(normalized_caps))
 
     async def lease(
         self, key: PoolKey, normalized_caps: JsonObj, headers: dict[str, str], *, exclusive: bool = True
@@ -204,6 +210,12 @@ class SessionPool:
         """A session of ``key``, already marked as used; or None: the caller opens one (it is
         counted in ``_opening`` until then). Waits in arrival order; :class:`Overloaded` once
         ``session_wait`` has passed with the route still full."""
+        if not self._waiters and not self._lock.locked():
+            # Nobody in line: what the first pass below would do, without its lock and clock.
+            pooled = self._pick(key, exclusive=exclusive)
+            if pooled is not None:
+                self._mark(pooled, exclusive=exclusive)
+                return pooled
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._route.backend.session_wait
         waiter: _Waiter | None = None
@@ -264,11 +276,16 @@ class SessionPool:
             self._waiters[0].woken.set()
 
     def _pick(self, key: PoolKey, *, exclusive: bool) -> PooledSession | None:
-        candidates = [p for p in self._sessions.get(key, []) if p.usable and not (exclusive and p.exclusive)]
-        if not candidates:
-            return None
-        # Prefer the least busy session; among idle ones, the most recently used (warm connections).
-        return min(candidates, key=lambda p: (p.exclusive, p.shared, -p.idle_since))
+        """Prefer the least busy session; among idle ones, the most recently used (warm connections)."""
+        best: PooledSession | None = None
+        best_rank = (True, 0, 0.0)
+        for p in self._sessions.get(key, ()):
+            if (exclusive and p.exclusive) or not p.usable:
+                continue
+            rank = (p.exclusive, p.shared, -p.idle_since)
+            if best is None or rank < best_rank:
+                best, best_rank = p, rank
+        return best
 
     async def reopen(
         self, pooled: PooledSession, expired: LegacySession, normalized_caps: JsonObj, headers: dict[str, str]

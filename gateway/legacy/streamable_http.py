@@ -57,6 +57,7 @@ class StreamableHttpSession(HttpSessionBase):
 
     def _init_transport(self) -> None:
         self._session_id: str | None = None
+        self._header_cache: tuple[tuple[str | None, str, bool], dict[str, str], dict[str, str]] | None = None
         self._get_task: asyncio.Task[None] | None = None
         self._get_answered = asyncio.Event()
         """Set once the backend has answered the standalone GET (stream open, 405, or failure)."""
@@ -148,17 +149,21 @@ class StreamableHttpSession(HttpSessionBase):
     # -- internals --------------------------------------------------------------------------
 
     def _headers(self, *, with_version: bool = True, extra: dict[str, str] | None = None) -> dict[str, str]:
-        headers = {
-            **self._base_headers,
-            **(extra or {}),
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        }
-        if self._session_id is not None:
-            headers["Mcp-Session-Id"] = self._session_id
-        if with_version and is_version_at_least(self._version, "2025-06-18"):
-            headers["MCP-Protocol-Version"] = self._version
-        return headers
+        """The headers of a request to the backend: the route's, then ``extra`` (the caller's
+        forwarded ones), then the protocol's, which neither may override. Without ``extra`` the
+        dict is shared (built once per session state): the caller must not change it."""
+        state = (self._session_id, self._version, with_version)
+        cached = self._header_cache
+        if cached is None or cached[0] != state:
+            protocol = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            if self._session_id is not None:
+                protocol["Mcp-Session-Id"] = self._session_id
+            if with_version and is_version_at_least(self._version, "2025-06-18"):
+                protocol["MCP-Protocol-Version"] = self._version
+            cached = self._header_cache = (state, protocol, {**self._base_headers, **protocol})
+        if not extra:
+            return cached[2]
+        return {**self._base_headers, **extra, **cached[1]}
 
     async def _post(self, body: JsonObj, extra: dict[str, str], *, what: str) -> aiohttp.ClientResponse | FinalResponse:
         """POST a request; returns the open response (caller releases), a JSON-RPC error, or raises."""

@@ -1,7 +1,7 @@
 """The backend wire, transport by transport alike: foreign failures, JSON-RPC bodies, SSE events.
 
 Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
-:class:`~gateway.errors.BackendUnavailable` in :func:`backend_errors`, the only place that knows
+:class:`~gateway.errors.BackendUnavailable` in :class:`backend_errors`, the only place that knows
 aiohttp's exception tree. :func:`jsonrpc_messages` and :func:`final_response` are the only
 readers of a backend's JSON-RPC envelope; :func:`sse_events` and :func:`read_bounded` the only
 readers of a backend HTTP body, both bounded in bytes and in how long they hold the event loop.
@@ -14,6 +14,7 @@ import contextlib
 import json
 import random
 from collections.abc import AsyncIterator, Iterator
+from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -24,25 +25,36 @@ from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 
-@contextlib.contextmanager
-def backend_errors(what: str) -> Iterator[None]:
-    """Map every foreign failure while talking to the backend onto BackendUnavailable."""
-    try:
-        yield
-    except BackendUnavailable:
-        raise
-    except SessionExpired:
-        raise
-    except aiohttp.ClientConnectorError as exc:
-        raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
-    except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-        raise BackendUnavailable("timeout", f"{what}: timed out") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
-    except aiohttp.ClientError as exc:
-        raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
+class backend_errors:  # used as ``with backend_errors(what):``, like the function it replaced
+    """Map every foreign failure while talking to the backend onto BackendUnavailable.
+
+    A class rather than a generator-based context manager: it wraps every backend request and
+    every read of a call's stream, and costs one small object instead of a generator."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None or isinstance(exc, BackendUnavailable | SessionExpired):
+            return
+        what = self._what
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
+        if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
+            raise BackendUnavailable("timeout", f"{what}: timed out") from exc
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
+        if isinstance(exc, aiohttp.ClientError):
+            raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
+        if isinstance(exc, ValueError | UnicodeDecodeError):
+            raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
 
 
 def jittered(seconds: float) -> float:
