@@ -21,7 +21,7 @@ need the tool's input schema, so the handler checks them later with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, cast, get_args
@@ -47,6 +47,7 @@ from pydantic import ValidationError
 
 from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
+from gateway.frontdoor.shapes import shape_is_known_valid
 from gateway.frontdoor.wire import (
     accepts,
     decode_nested,
@@ -136,7 +137,7 @@ Outcome = Accepted | NotificationAccepted | LegacyHandshake | Rejection
 
 def classify(
     http_method: str,
-    headers: Sequence[tuple[str, str]],
+    headers: Iterable[tuple[str, str]],
     body: bytes,
     *,
     max_body_bytes: int,
@@ -369,6 +370,8 @@ def _params_shape(method: str, params: Mapping[str, Any], version: str, valid_id
     # inputResponses values are checked later against the kind of the request each key answers:
     # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do.
     shape = {k: v for k, v in params.items() if k != "inputResponses"}
+    if shape_is_known_valid(method, version, shape):
+        return None
     try:
         validate_client_request(method, version, shape)
     except ValidationError as exc:
