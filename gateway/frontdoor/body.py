@@ -11,6 +11,10 @@ piece, and two things a client controls are bounded on the way:
   HTTP 408 and the connection is closed at once: :func:`close_after`). aiohttp's keep-alive
   timer does not run while a handler waits for a body, so without this a connection that
   announces a body and never sends it is held forever.
+
+A body that has already arrived whole (most requests: it came in the same packets as the headers,
+and the HTTP parser has seen its end before the handler runs) is taken from the buffer at once:
+there is nothing left to wait for, so no timer is armed; its size is bounded all the same.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ async def read_body(request: web.Request, *, limit: int, timeout: float) -> byte
     declared = request.content_length
     if declared is not None and declared > limit:
         raise BodyTooLarge
+    content = request.content
+    if content.is_eof():  # the whole body is buffered already (feed_eof ran): nothing to wait for
+        body = content.read_nowait()
+        if len(body) > limit:
+            raise BodyTooLarge
+        return body
     chunks: list[bytes] = []
     size = 0
     try:

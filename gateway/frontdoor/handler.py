@@ -77,7 +77,7 @@ async def _dispatch(door: FrontDoor, inbound: Inbound) -> web.StreamResponse:
     request, route = inbound.request, inbound.route
     outcome = classify(
         request.method,
-        list(request.headers.items()),
+        request.headers.items(),
         inbound.body,
         max_body_bytes=door.settings.config.listen.max_body_bytes,
     )

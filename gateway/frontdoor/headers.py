@@ -148,6 +148,32 @@ def _annotations(input_schema: Mapping[str, Any] | None) -> Iterator[tuple[str, 
             yield token, path, prop_type
 
 
+ANNOTATION_MEMO_ENTRIES: Final = 64
+"""Input schemas whose annotations :func:`annotations_of` remembers (oldest forgotten first)."""
+_ANNOTATION_MEMO: dict[int, tuple[Mapping[str, Any], tuple[tuple[str, tuple[str, ...], str], ...]]] = {}
+
+
+def annotations_of(input_schema: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """The valid annotations of ``input_schema`` (:func:`_annotations`), remembered per schema object.
+
+    Every ``tools/call`` of a tool checks its headers against the same cached input schema (the
+    gateway's tool-schema cache hands out one object per tool and never changes it), so the walk
+    runs once per schema object, not once per call. Entries are keyed by identity and hold the
+    schema, so an id is never reused while its entry lives; the memo is bounded.
+    """
+    if input_schema is None:
+        return ()
+    key = id(input_schema)
+    entry = _ANNOTATION_MEMO.get(key)
+    if entry is not None and entry[0] is input_schema:
+        return entry[1]
+    found = tuple(_annotations(input_schema))
+    if len(_ANNOTATION_MEMO) >= ANNOTATION_MEMO_ENTRIES:
+        del _ANNOTATION_MEMO[next(iter(_ANNOTATION_MEMO))]
+    _ANNOTATION_MEMO[key] = (input_schema, found)
+    return found
+
+
 def param_header_map(input_schema: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
     """Map each declared header name (lowercased, without the `Mcp-Param-` prefix) to its property path."""
     return {token.lower(): path for token, path, _ in _annotations(input_schema)}
@@ -194,7 +220,7 @@ def check_param_headers(
     null argument needs no header. `Mcp-Param-*` headers nobody declared are left alone, since
     intermediaries must forward them.
     """
-    annotations = list(_annotations(input_schema))
+    annotations = annotations_of(input_schema)
     if not annotations:
         return None  # nothing is owed (most tools): the headers need not even be read
     values: dict[str, list[str]] = {}

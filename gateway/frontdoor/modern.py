@@ -53,14 +53,15 @@ async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.Str
         return error_response(outcome.id, draining)  # a new call while this replica drains (gateway.drain)
     if outcome.method == "subscriptions/listen":
         return await _serve_listen(door, inbound, outcome)
+    caller = inbound.caller()
     if outcome.method == "tools/call":
-        rejection = await _check_param_headers(door, inbound, outcome)
+        rejection = await _check_param_headers(door, inbound, outcome, Call(route, request, caller))
         if rejection is not None:
             return refuse(door.metrics, inbound.request, rejection)
     stream = ResponseStream(
         inbound.request, progress_token=outcome.progress_token, log_level=outcome.log_level, enabled=outcome.wants_sse
     )
-    call = Call(route, request, inbound.caller(), stream.on_notification, observer=record)
+    call = Call(route, request, caller, stream.on_notification, observer=record)
     try:
         try:
             if outcome.method in PAGINATED_METHODS:
@@ -133,14 +134,12 @@ async def _failed(
     return error_response(outcome.id, exc)
 
 
-async def _check_param_headers(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> Rejection | None:
-    """``Mcp-Param-*`` headers against the tool's ``x-mcp-header`` annotations (needs its inputSchema)."""
+async def _check_param_headers(door: FrontDoor, inbound: Inbound, outcome: Accepted, listing: Call) -> Rejection | None:
+    """``Mcp-Param-*`` headers against the tool's ``x-mcp-header`` annotations (needs its inputSchema,
+    listed as ``listing``: the call itself, without its notification sink)."""
     name = outcome.params.get("name")
     if not isinstance(name, str):
         return None
-    listing = Call(
-        inbound.route, CallRequest(outcome.method, outcome.params, outcome.client_capabilities), inbound.caller()
-    )
     schema = await door.schemas.input_schema(listing, name)
     arguments = outcome.params.get("arguments")
     headers = inbound.request.headers.items()

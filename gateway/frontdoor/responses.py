@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import hdrs, web
 from aiohttp.abc import AbstractStreamWriter
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway import envelopes
 from gateway.errors import GatewayError, Overloaded
@@ -29,15 +30,16 @@ WRITE_SLICE_BYTES = 256 * 1024
 """A body larger than this is handed to the socket in slices of this size (:class:`SlicedResponse`)."""
 
 
+_JSON_ONLY: Final = CIMultiDictProxy(CIMultiDict({hdrs.CONTENT_TYPE: "application/json"}))
+"""The headers of most answers, built once (aiohttp copies them into each response)."""
+
+
 def body_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
     """An encoded JSON-RPC message as the HTTP response (what :func:`json_response` writes)."""
     response_class = SlicedResponse if len(body) > WRITE_SLICE_BYTES else web.Response
-    return response_class(
-        body=body,
-        status=status,
-        content_type="application/json",
-        headers=dict(headers) if headers else None,
-    )
+    if not headers:
+        return response_class(body=body, status=status, headers=_JSON_ONLY)
+    return response_class(body=body, status=status, content_type="application/json", headers=dict(headers))
 
 
 class SlicedResponse(web.Response):

@@ -62,8 +62,14 @@ class ResponseStream:
         self._response: web.StreamResponse | None = None
         self._keepalive_every = keepalive
         self._keepalive: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._lock_: asyncio.Lock | None = None  # made when first needed: most answers are plain JSON
         self.forwarded = 0
+
+    @property
+    def _lock(self) -> asyncio.Lock:
+        if self._lock_ is None:
+            self._lock_ = asyncio.Lock()
+        return self._lock_
 
     @property
     def committed(self) -> bool:

@@ -4,7 +4,8 @@ short summary of a schema validation error, and the decoding of a request body. 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 import orjson
@@ -14,9 +15,11 @@ from gateway import fastjson
 
 REASON_LIMIT: Final = 200
 """Longest ``data.reason`` a schema validation summary keeps."""
+ACCEPT_MEMO_CHARS: Final = 256
+"""Accept headers up to this length have their verdict remembered (:func:`accepts`)."""
 
 
-def fold(headers: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+def fold(headers: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     """Group raw header lines by lowercase name, keeping every copy; values lose edge OWS."""
     folded: dict[str, list[str]] = {}
     for name, value in headers:
@@ -30,7 +33,22 @@ def accepts(accept_lines: Sequence[str]) -> tuple[bool, bool]:
     The most specific matching media range decides (`type/subtype` over `type/*` over `*/*`),
     and a range with `q=0` refuses (RFC 9110 §12.5.1). A missing Accept allows nothing: the spec
     makes clients list their types.
+
+    A client sends the same Accept on every request, so the verdict for a short one is remembered
+    (a bounded memo: a long or ever-changing header is parsed each time, never stored).
     """
+    lines = tuple(accept_lines)
+    if sum(len(line) for line in lines) <= ACCEPT_MEMO_CHARS:
+        return _accepts_remembered(lines)
+    return _accepts(lines)
+
+
+@lru_cache(maxsize=128)
+def _accepts_remembered(accept_lines: tuple[str, ...]) -> tuple[bool, bool]:
+    return _accepts(accept_lines)
+
+
+def _accepts(accept_lines: Sequence[str]) -> tuple[bool, bool]:
     ranges: list[tuple[str, str, float]] = []
     for line in accept_lines:
         for item in line.split(","):
