@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
+import orjson
 from mcp_types.version import is_version_at_least
 
 JsonObj = dict[str, Any]
@@ -25,23 +26,43 @@ INPUT_KIND_BY_METHOD: Mapping[str, str] = {
 }
 
 
+def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, with the decoded-JSON case (a plain dict) answered first:
+    the abstract-class check is the slow part of running this on every request."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def normalize(caps: Mapping[str, Any]) -> JsonObj:
     """Reduce modern client capabilities to the parts that matter to a legacy backend."""
     out: JsonObj = {}
     elicitation = caps.get("elicitation")
-    if isinstance(elicitation, Mapping):
-        modes: JsonObj = {m: {} for m in ("form", "url") if isinstance(elicitation.get(m), Mapping)}
+    if _is_object(elicitation):
+        modes: JsonObj = {}
+        if _is_object(elicitation.get("form")):
+            modes["form"] = {}
+        if _is_object(elicitation.get("url")):
+            modes["url"] = {}
         out["elicitation"] = modes or {"form": {}}
     sampling = caps.get("sampling")
-    if isinstance(sampling, Mapping):
-        out["sampling"] = {k: {} for k in ("context", "tools") if isinstance(sampling.get(k), Mapping)}
-    if isinstance(caps.get("roots"), Mapping):
+    if _is_object(sampling):
+        chosen: JsonObj = {}
+        if _is_object(sampling.get("context")):
+            chosen["context"] = {}
+        if _is_object(sampling.get("tools")):
+            chosen["tools"] = {}
+        out["sampling"] = chosen
+    if _is_object(caps.get("roots")):
         out["roots"] = {}
     return out
 
 
 def cache_key(normalized: Mapping[str, Any]) -> str:
-    return json.dumps(normalized, sort_keys=True, separators=(",", ":"))
+    """One spelling per set of normalized capabilities, whatever their key order: compact JSON
+    with sorted keys (orjson's where it can, as the standard library spells it for ASCII keys)."""
+    try:
+        return orjson.dumps(normalized, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(normalized, sort_keys=True, separators=(",", ":"))
 
 
 def to_legacy(normalized: Mapping[str, Any], version: str) -> JsonObj:
