@@ -20,13 +20,25 @@ BURST = 300
 
 
 async def two_round(
-    gateway: Modern, native: Modern, runs: int, legacy: Legacy | None = None, warmup: int = 10
+    gateway: Modern,
+    native: Modern,
+    runs: int,
+    legacy: Legacy | None = None,
+    legacy_hop: Legacy | None = None,
+    warmup: int = 10,
 ) -> dict[str, Any]:
     """Interleaved samples of the flow through the gateway, on the native server and (when given)
-    spoken directly to the legacy backend the gateway translates - the floor the backend sets."""
+    spoken directly to the legacy backend the gateway translates - the floor the backend sets - and
+    to the same backend through the bare forwarding hop: the floor any proxy in front of that
+    backend sets (the hop carries the same two client requests, and streams the call's SSE answer).
+
+    ``hop_overhead_ratio`` is the pass-through figure's ratio for this flow: (gateway - legacy
+    direct) / (hop - legacy direct)."""
     paths: dict[str, Modern | Legacy] = {"gateway": gateway, "native": native}
     if legacy is not None:
         paths["legacy_direct"] = legacy
+    if legacy_hop is not None:
+        paths["legacy_hop"] = legacy_hop
     names = list(paths)
     samples: dict[str, list[float]] = {p: [] for p in names}
     for i in range(warmup + runs):
@@ -46,6 +58,15 @@ async def two_round(
         floor = out["legacy_direct"]["median_ms"]
         out["legacy_direct_ratio"] = round(floor / out["native"]["median_ms"], 2)
         line += f"  legacy direct {floor:.2f} ms ({out['legacy_direct_ratio']}x native)"
+        if legacy_hop is not None:
+            hop = out["legacy_hop"]["median_ms"]
+            out["legacy_hop_ratio"] = round(hop / out["native"]["median_ms"], 2)
+            spread = hop - floor
+            out["hop_overhead_ratio"] = round((out["gateway"]["median_ms"] - floor) / spread, 2) if spread > 0 else None
+            line += (
+                f"  legacy via hop {hop:.2f} ms ({out['legacy_hop_ratio']}x native;"
+                f" gateway overhead / hop overhead {out['hop_overhead_ratio']})"
+            )
     print(line)
     return out
 

@@ -142,7 +142,11 @@ async def run(
             if "two_round" in only:
                 print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
                 report["two_round"] = await rounds.two_round(
-                    gateway, Modern(http, urls["native"]), profile["rounds"], await Legacy(http, backend).open()
+                    gateway,
+                    Modern(http, urls["native"]),
+                    profile["rounds"],
+                    await Legacy(http, backend).open(),
+                    await Legacy(http, urls["hop"]).open(),
                 )
             if "burst" in only:
                 print("burst of interactive flows, default settings")
