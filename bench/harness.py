@@ -22,7 +22,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 MODERN = "2026-07-28"
 LEGACY_VERSION = "2025-06-18"
-CAPS = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 STATE_KEY = "bench-key-0123456789abcdef0123456789abcdef"
 TIMEOUT = aiohttp.ClientTimeout(total=120)

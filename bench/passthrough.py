@@ -58,9 +58,9 @@ async def latency(
                     samples[(label, path)].append(elapsed)
     out: dict[str, dict[str, Any]] = {}
     for label in SIZES:
-        stats = {p: summary(samples[(label, p)]) for p in names}
+        stats: dict[str, Any] = {p: summary(samples[(label, p)]) for p in names}
         d, h, g = (stats[p]["median_ms"] for p in names)
-        stats["overhead_ratio"] = round((g - d) / (h - d), 2) if h > d else None  # type: ignore[assignment]
+        stats["overhead_ratio"] = round((g - d) / (h - d), 2) if h > d else None
         out[label] = stats
         print(
             f"  {label:>7}: direct {d:7.2f} ms  hop {h:7.2f} ms  gateway {g:7.2f} ms"

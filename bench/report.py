@@ -28,7 +28,7 @@ def _hold_figure(report: dict[str, Any]) -> Any:
 
 
 def _hold_label(report: dict[str, Any]) -> str:
-    return max(report["holds"]["holds"], key=int)
+    return str(max(report["holds"]["holds"], key=int))
 
 
 # name, how to read it, target, is it met, unit
@@ -175,10 +175,10 @@ def write_readme(report: dict[str, Any], before: dict[str, Any] | None, readme: 
 def chart(report: dict[str, Any], path: Path) -> None:
     """Latency per path and size, and the two-round flow, as one PNG (skipped without matplotlib)."""
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         print("chart skipped: matplotlib is not installed (pip install -e '.[bench]')")
         return
