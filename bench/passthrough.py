@@ -15,6 +15,7 @@ requests it served.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import shutil
@@ -70,19 +71,44 @@ async def latency(
     return out
 
 
+_ID_MARK = 987654321
+"""The body's JSON-RPC id while it is a template: every call gets an id of its own."""
+
+
+def _body_template(body: dict[str, Any]) -> tuple[str, str]:
+    """The body's JSON split around its id. A handshake-era server routes answers by id within a
+    session, so concurrent calls that repeat one id lose answers (and hang until a timeout)."""
+    prefix, _, suffix = json.dumps({**body, "id": _ID_MARK}).partition(str(_ID_MARK))
+    return prefix, suffix
+
+
 def _wrk_script(body: dict[str, Any], headers: dict[str, str]) -> str:
-    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(json.dumps(body))}"]
+    prefix, suffix = _body_template(body)
+    lines = [
+        'wrk.method = "POST"',
+        f"local prefix, suffix = {json.dumps(prefix)}, {json.dumps(suffix)}",
+        "local threads, counter = 0, 0",
+        # setup runs in the main state, once per thread: each thread counts in its own range
+        "function setup(thread) thread:set('base', threads * 1000000000); threads = threads + 1 end",
+        "function init(args) counter = base or 0 end",
+        "function request() counter = counter + 1; return wrk.format(nil, nil, nil, prefix .. counter .. suffix) end",
+    ]
     lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
     return "\n".join(lines) + "\n"
 
 
-def _wrk(url: str, body: dict[str, Any], headers: dict[str, str], seconds: float) -> tuple[int, int]:
-    """(requests completed, non-2xx) from one wrk run."""
+def wrk(
+    url: str, body: dict[str, Any], headers: dict[str, str], seconds: float, concurrency: int = CONCURRENCY
+) -> tuple[int, int]:
+    """(requests completed, non-2xx or timed out) from one wrk run, every call with its own id."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(_wrk_script(body, headers))
     try:
         out = subprocess.run(
-            ["wrk", "-t2", f"-c{CONCURRENCY}", f"-d{max(int(seconds), 1)}s", "-s", script.name, url],
+            # a generous timeout: wrk gives up on a call after 2 s by default, and a call given up
+            # is one the gateway must cancel upstream (its backend session is then not reused)
+            ["wrk", "-t2", f"-c{concurrency}", f"-d{max(int(seconds), 1)}s", "--timeout", "30s"]
+            + ["-s", script.name, url],
             capture_output=True,
             text=True,
             timeout=seconds + 60,
@@ -92,25 +118,37 @@ def _wrk(url: str, body: dict[str, Any], headers: dict[str, str], seconds: float
         Path(script.name).unlink()
     done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return done, int(bad.group(1)) if bad else 0
+    timeouts = re.search(r"Socket errors:.*timeout (\d+)", out)
+    return done, (int(bad.group(1)) if bad else 0) + (int(timeouts.group(1)) if timeouts else 0)
 
 
-async def _aiohttp_load(url: str, body: dict[str, Any], headers: dict[str, str], seconds: float) -> tuple[int, int]:
+async def _aiohttp_load(
+    url: str, body: dict[str, Any], headers: dict[str, str], seconds: float, concurrency: int = CONCURRENCY
+) -> tuple[int, int]:
     done = bad = 0
     end = time.monotonic() + seconds
-    payload = json.dumps(body).encode()
+    prefix, suffix = _body_template(body)
+    ids = itertools.count(1)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
 
         async def worker() -> None:
             nonlocal done, bad
             while time.monotonic() < end:
+                payload = f"{prefix}{next(ids)}{suffix}".encode()
                 async with http.post(url, data=payload, headers=headers) as resp:
                     await resp.read()
                     done += 1
                     bad += resp.status != 200
 
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done, bad
+
+
+async def warm_up(url: str, body: dict[str, Any], headers: dict[str, str], concurrency: int = CONCURRENCY) -> None:
+    """:data:`WARMUP_SECONDS` of calls on ``concurrency`` connections, each ending its last call."""
+    done, bad = await _aiohttp_load(url, body, headers, WARMUP_SECONDS, concurrency)
+    if bad or not done:
+        raise RuntimeError(f"{url}: warm-up answered {bad} of {done} calls with an error")
 
 
 async def load(
@@ -122,14 +160,15 @@ async def load(
     for path, (url, body, headers, pid) in targets.items():
         # Warm-up, not counted: the gateway's pool opens backend sessions as concurrency grows (the
         # hop forwards one client session), and a steady state is what CPU per request describes.
-        if tool == "wrk":
-            await asyncio.to_thread(_wrk, url, body, headers, WARMUP_SECONDS)
-        else:
-            await _aiohttp_load(url, body, headers, WARMUP_SECONDS)
+        # It is the bench's own generator, whose connections each finish their last call: wrk
+        # stops by closing its connections with calls in flight, and a call whose client went away
+        # costs the gateway its backend session (cancelled upstream and never reused, since the
+        # backend may still send for it), so a wrk warm-up made the measured run reopen them all.
+        await warm_up(url, body, headers)
         cpu_before = cpu_seconds(pid) if pid else 0.0
         started = time.perf_counter()
         if tool == "wrk":
-            done, bad = await asyncio.to_thread(_wrk, url, body, headers, seconds)
+            done, bad = await asyncio.to_thread(wrk, url, body, headers, seconds)
         else:
             done, bad = await _aiohttp_load(url, body, headers, seconds)
         elapsed = time.perf_counter() - started

@@ -5,8 +5,8 @@
 It starts the bench's handshake-era backend (mcp 1.30.0 FastMCP), the bare aiohttp hop
 (:mod:`bench.forward_hop`) and the gateway on default settings, as :mod:`bench.suite` does. Then,
 for the hop and for the gateway in turn, it drives ``--concurrency`` connections of the same
-``tools/call`` (``size``, an argument of ``--size`` bytes) with ``wrk`` for ``--seconds`` after one
-uncounted second, while ``py-spy`` (the bench extra) samples the proxy process without stopping it
+``tools/call`` (``size``, an argument of ``--size`` bytes) with ``wrk`` for ``--seconds`` after the load
+section's uncounted warm-up, while ``py-spy`` (the bench extra) samples the proxy process without stopping it
 (``--nonblocking``). It reports, per process:
 
 * CPU per request (user + system CPU time over the requests served, as the load section does);
@@ -51,7 +51,7 @@ from bench.harness import (
     legacy_python,
     wait_http,
 )
-from bench.passthrough import WARMUP_SECONDS
+from bench.passthrough import warm_up, wrk
 from bench.suite import _env
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<path>[^():]*)(?::\d+)?\)$")
@@ -147,26 +147,6 @@ def analyse(raw: str, cpu_us_per_request: float) -> dict[str, Any]:
     }
 
 
-def _wrk(url: str, body: dict[str, Any], headers: dict[str, str], seconds: float, concurrency: int) -> int:
-    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(json.dumps(body))}"]
-    lines += [f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items()]
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write("\n".join(lines) + "\n")
-    try:
-        out = subprocess.run(
-            ["wrk", "-t1", f"-c{concurrency}", f"-d{max(int(seconds), 1)}s", "-s", script.name, url],
-            capture_output=True,
-            text=True,
-            timeout=seconds + 60,
-            check=True,
-        ).stdout
-    finally:
-        Path(script.name).unlink()
-    if re.search(r"Non-2xx or 3xx responses: (\d+)", out):
-        raise RuntimeError(f"{url}: non-2xx answers under load:\n{out}")
-    return int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-
-
 def _py_spy() -> str:
     found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(found).exists():
@@ -178,7 +158,7 @@ async def _profile_one(
     name: str, target: tuple[str, dict[str, Any], dict[str, str], int], seconds: float, concurrency: int
 ) -> dict[str, Any]:
     url, body, headers, pid = target
-    await asyncio.to_thread(_wrk, url, body, headers, WARMUP_SECONDS, concurrency)
+    await warm_up(url, body, headers, concurrency)
     with tempfile.NamedTemporaryFile(suffix=".txt", delete=False) as out:
         raw_path = Path(out.name)
     argv = [_py_spy(), "record", "--nonblocking", "-r", "250", "-d", str(int(seconds) + 1), "--format", "raw"]
@@ -188,7 +168,9 @@ async def _profile_one(
     try:
         await asyncio.sleep(0.5)  # the profiler attached
         cpu_before, started = cpu_seconds(pid), time.perf_counter()
-        done = await asyncio.to_thread(_wrk, url, body, headers, seconds, concurrency)
+        done, bad = await asyncio.to_thread(wrk, url, body, headers, seconds, concurrency)
+        if bad:
+            raise RuntimeError(f"{name}: {bad} calls failed or timed out under load")
         elapsed, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu_before
         await asyncio.to_thread(spy.wait, seconds + 30)
         raw = raw_path.read_text()
