@@ -107,8 +107,17 @@ def wrk(
         out = subprocess.run(
             # a generous timeout: wrk gives up on a call after 2 s by default, and a call given up
             # is one the gateway must cancel upstream (its backend session is then not reused)
-            ["wrk", "-t2", f"-c{concurrency}", f"-d{max(int(seconds), 1)}s", "--timeout", "30s"]
-            + ["-s", script.name, url],
+            [
+                "wrk",
+                "-t2",
+                f"-c{concurrency}",
+                f"-d{max(int(seconds), 1)}s",
+                "--timeout",
+                "30s",
+                "-s",
+                script.name,
+                url,
+            ],  # noqa: E501
             capture_output=True,
             text=True,
             timeout=seconds + 60,

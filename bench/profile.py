@@ -1,6 +1,7 @@
 """Where the CPU of a pass-through ``tools/call`` goes, in the gateway and in the bare hop.
 
-``python -m bench.profile [--seconds 10] [--concurrency 16] [--size 5] [--gateway-src DIR] [--json PATH]``
+``python -m bench.profile [--seconds 10] [--concurrency 16] [--size 5] [--gateway-src DIR] [--json PATH]
+[--keep-stacks DIR]`` (the collapsed stacks, for a flame graph or a closer look)
 
 It starts the bench's handshake-era backend (mcp 1.30.0 FastMCP), the bare aiohttp hop
 (:mod:`bench.forward_hop`) and the gateway on default settings, as :mod:`bench.suite` does. Then,
@@ -155,7 +156,11 @@ def _py_spy() -> str:
 
 
 async def _profile_one(
-    name: str, target: tuple[str, dict[str, Any], dict[str, str], int], seconds: float, concurrency: int
+    name: str,
+    target: tuple[str, dict[str, Any], dict[str, str], int],
+    seconds: float,
+    concurrency: int,
+    keep: Path | None,
 ) -> dict[str, Any]:
     url, body, headers, pid = target
     await warm_up(url, body, headers, concurrency)
@@ -174,6 +179,8 @@ async def _profile_one(
         elapsed, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu_before
         await asyncio.to_thread(spy.wait, seconds + 30)
         raw = raw_path.read_text()
+        if keep is not None:
+            (keep / f"{name}.collapsed.txt").write_text(raw)
     finally:
         if spy.poll() is None:
             spy.kill()
@@ -202,7 +209,9 @@ def difference(hop: dict[str, Any], gateway: dict[str, Any]) -> dict[str, float]
     return dict(sorted(rows.items(), key=lambda item: -item[1]))
 
 
-async def run(seconds: float, concurrency: int, size: int, gateway_src: Path | None) -> dict[str, Any]:
+async def run(
+    seconds: float, concurrency: int, size: int, gateway_src: Path | None, keep: Path | None = None
+) -> dict[str, Any]:
     ports = {name: free_port() for name in ("backend", "hop", "gateway")}
     backend = f"http://127.0.0.1:{ports['backend']}/mcp"
     env = _env(gateway_src)
@@ -235,7 +244,7 @@ async def run(seconds: float, concurrency: int, size: int, gateway_src: Path | N
                 "gateway": (urls["gateway"], gateway.body("size", arguments), gateway.headers("size"), gw_proc.pid),
             }
             for name, target in targets.items():
-                report[name] = await _profile_one(name, target, seconds, concurrency)
+                report[name] = await _profile_one(name, target, seconds, concurrency, keep)
     finally:
         procs.stop()
         Path(cfg.name).unlink()
@@ -257,8 +266,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=5, help="bytes of the tool's argument")
     parser.add_argument("--gateway-src", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep-stacks", type=Path, default=None, help="directory for the collapsed stacks")
     args = parser.parse_args()
-    report = asyncio.run(run(args.seconds, args.concurrency, args.size, args.gateway_src))
+    report = asyncio.run(run(args.seconds, args.concurrency, args.size, args.gateway_src, args.keep_stacks))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
         print(f"report: {args.json}")
