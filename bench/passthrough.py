@@ -117,7 +117,7 @@ def wrk(
                 "-s",
                 script.name,
                 url,
-            ],  # noqa: E501
+            ],
             capture_output=True,
             text=True,
             timeout=seconds + 60,

@@ -1,6 +1,7 @@
 """Turn a benchmark report (JSON from ``python -m bench``) into a chart and the README's section.
 
-    python -m bench.report [--json bench/results/latest.json] [--before bench/results/before.json] --readme
+    python -m bench.report [--json bench/results/latest.json] [--before bench/results/before.json]
+        [--profile bench/results/profile.json] --readme
 
 ``--readme`` rewrites the part of README.md between the ``bench:begin`` and ``bench:end`` markers
 from the report (and, given ``--before``, a before column), so the figures there are always the
@@ -112,7 +113,29 @@ def latency_table(report: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
+def profile_table(profile: dict[str, Any], rows: int = 12) -> str:
+    """The CPU of one pass-through call by component, gateway and hop side by side (bench.profile)."""
+    hop, gateway = profile["hop"], profile["gateway"]
+
+    def us(side: dict[str, Any], name: str) -> float:
+        return float(side.get("self_by_component", {}).get(name, {}).get("us_per_request", 0.0))
+
+    lines = [
+        f"Where a pass-through call's CPU goes (`python -m bench.profile --concurrency {profile['concurrency']}`, "
+        f"{profile['argument_bytes']} B argument, py-spy samples of each process under the same wrk load; load "
+        f"average at start {', '.join(str(x) for x in profile['loadavg_at_start'])}): the hop "
+        f"{hop['cpu_us_per_request']:.0f} µs of CPU per call, the gateway {gateway['cpu_us_per_request']:.0f} µs "
+        f"({profile['cpu_ratio']}x). Self time by component, in µs per call, largest difference first:",
+        "",
+        "| component | hop | gateway | gateway - hop |",
+        "|---|---|---|---|",
+    ]
+    for name, extra in list(profile["gateway_minus_hop_us"].items())[:rows]:
+        lines.append(f"| {name} | {us(hop, name):.0f} | {us(gateway, name):.0f} | {extra:+.0f} |")
+    return "\n".join(lines)
+
+
+def section(report: dict[str, Any], before: dict[str, Any] | None, profile: dict[str, Any] | None = None) -> str:
     machine = report["machine"]
     rounds = report["two_round"]
     holds = report["holds"]
@@ -153,6 +176,14 @@ def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
             if "legacy_direct" in rounds
             else ""
         )
+        + (
+            f"; the same through the bare hop {rounds['legacy_hop']['median_ms']:.2f} ms (p99 "
+            f"{rounds['legacy_hop']['p99_ms']:.2f}), {rounds['legacy_hop_ratio']}x native: the floor any "
+            f"Python proxy in front of this backend sets. The gateway's overhead over the legacy flow is "
+            f"{rounds['hop_overhead_ratio']}x the hop's"
+            if "legacy_hop" in rounds
+            else ""
+        )
         + ". Held calls: "
         + ", ".join(f"{c} holds {v['kib_per_hold']} KiB each" for c, v in holds["holds"].items())
         + f" (baseline RSS {holds['baseline_rss_kib'] / 1024:.0f} MiB; light backend without a GET stream)"
@@ -161,15 +192,18 @@ def section(report: dict[str, Any], before: dict[str, Any] | None) -> str:
             for c, v in report.get("holds_get_stream", {}).get("holds", {}).items()
         )
         + ".",
+        *(["", profile_table(profile)] if profile else []),
         END,
     ]
     return "\n".join(lines)
 
 
-def write_readme(report: dict[str, Any], before: dict[str, Any] | None, readme: Path) -> None:
+def write_readme(
+    report: dict[str, Any], before: dict[str, Any] | None, readme: Path, profile: dict[str, Any] | None = None
+) -> None:
     text = readme.read_text()
     start, stop = text.index(BEGIN), text.index(END) + len(END)
-    readme.write_text(text[:start] + section(report, before) + text[stop:])
+    readme.write_text(text[:start] + section(report, before, profile) + text[stop:])
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
@@ -214,14 +248,16 @@ def main() -> int:
     parser.add_argument("--before", type=Path, default=None)
     parser.add_argument("--readme", action="store_true")
     parser.add_argument("--chart", type=Path, default=None)
+    parser.add_argument("--profile", type=Path, default=None, help="a report of python -m bench.profile")
     args = parser.parse_args()
     report = json.loads(args.json.read_text())
     before = json.loads(args.before.read_text()) if args.before else None
+    profile = json.loads(args.profile.read_text()) if args.profile else None
     print(targets_table(report, before))
     if args.chart:
         chart(report, args.chart)
     if args.readme:
-        write_readme(report, before, ROOT / "README.md")
+        write_readme(report, before, ROOT / "README.md", profile)
     return 0
 
 
