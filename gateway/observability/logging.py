@@ -42,6 +42,10 @@ def configure_logging(level: str = "info", json_logs: bool | None = None) -> Non
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer(colors=False)
     )
+    # One printer for every logger: structlog's lazy loggers assemble themselves on each call, and
+    # the stock factory builds a new printer (and looks up its file's lock) every time. A printer
+    # holds only its file and that file's lock, so sharing it changes nothing but the cost.
+    printer = structlog.PrintLogger(file=sys.stderr)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -52,6 +56,6 @@ def configure_logging(level: str = "info", json_logs: bool | None = None) -> Non
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *_args: printer,
         cache_logger_on_first_use=False,
     )
