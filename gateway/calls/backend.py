@@ -31,12 +31,18 @@ STOP_GRACE = 1.0
 """Seconds a call whose server request was refused may take to end by itself before it is cancelled."""
 CANCEL_GRACE = 5.0
 """Seconds a cancelled call's session waits for the backend's last word before it is reused."""
+ABANDON_GRACE = 0.5
+"""Seconds a call whose client went away may take to be answered before it is cancelled (see
+``Backend._wind_down``)."""
+
+
+CLIENT_GONE = "client disconnected"
 
 
 def cancel_reason(exc: BaseException) -> str | None:
     """Why an unanswered backend call is being abandoned, if it should be cancelled upstream."""
     if isinstance(exc, asyncio.CancelledError):
-        return "client disconnected"
+        return CLIENT_GONE
     if isinstance(exc, BackendUnavailable) and exc.reason == "timeout":
         return "gateway timeout"
     if isinstance(exc, GatewayError):
@@ -270,19 +276,42 @@ class Backend:
         """Tell the backend an abandoned call is cancelled, then close the exchange and the session.
 
         Legacy servers do not treat a dropped connection as cancellation, so an abandoned call gets
-        an explicit ``notifications/cancelled`` before its session is closed.
+        an explicit ``notifications/cancelled`` before its session is closed. A call whose client
+        went away is first given :data:`ABANDON_GRACE` seconds to be answered: most were about to
+        be (a client that times out, a load generator that stops), and a call answered without
+        asking anything leaves its session as clean as any finished call, so the session is kept
+        (no cancellation to send, no session to close and open again). Anything else in that time
+        (a server request, a failure, silence) ends it as before.
         """
         try:
             if exchange is not None:
-                with contextlib.suppress(GatewayError):
-                    await pooled.session.notify(
-                        "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
-                    )
-                log.info("backend_call_cancelled", route=ctx.route.name, reason=cancel)
-            if exchange is not None:
+                if cancel == CLIENT_GONE and await self._answered_in_time(exchange, ABANDON_GRACE):
+                    reusable = True
+                else:
+                    with contextlib.suppress(GatewayError):
+                        await pooled.session.notify(
+                            "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
+                        )
+                    log.info("backend_call_cancelled", route=ctx.route.name, reason=cancel)
                 await exchange.aclose()
         finally:
             ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
+
+    @staticmethod
+    async def _answered_in_time(exchange: Exchange, grace: float) -> bool:
+        """The exchange's answer (a result or a JSON-RPC error) arrives within ``grace`` seconds,
+        with nothing but notifications before it."""
+        deadline = asyncio.get_running_loop().time() + grace
+        try:
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                event = await exchange.next(left)
+                if isinstance(event, FinalResponse):
+                    return True
+                if isinstance(event, ServerRequest):
+                    return False
+        except GatewayError:
+            return False
+        return False
 
     def discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
         self.release(ctx, reusable=False, cancel=cancel)
