@@ -14,9 +14,10 @@ Token format (version 2, what :meth:`KeyRing.seal` mints by default)::
 
     key = HKDF-SHA256(secret, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm", 32 bytes)
     kid = SHA-256(b"mrtr-gateway/request-state/v1/kid:" + key)[:4]
-    AAD = b"v2." + kid
+    AAD = b"v2." + kid; nonce: this process's counter from a random start (gateway.state.nonces)
 
-Version 1 differs only in the prefix (``"v1."``, also in the AAD) and in the plaintext (JSON, below).
+Version 1 differs only in the prefix (``"v1."``, also in the AAD) and in the plaintext (JSON, below);
+its nonce is ``os.urandom(12)``, as that release drew it (readers take any 12 bytes).
 Both versions share the key and key id: the version is not a new *use* of the secret (both carry
 the same claims for the same purpose), the prefix under the tag already keeps a token of one
 version from being read as the other, and operators see the same key ids in logs across the
@@ -117,10 +118,12 @@ from gateway.state.bindings import check_bindings
 from gateway.state.claims import MRTR_METHODS, Claims, trusted_claims
 from gateway.state.encoding import CANONICAL_LAST as _CANONICAL_LAST
 from gateway.state.encoding import PADDING as _PADDING
+from gateway.state.encoding import STD_TO_URL as _STD_TO_URL
 from gateway.state.encoding import URL_TO_STD as _URL_TO_STD
-from gateway.state.encoding import b64url_nopad, derive_key
+from gateway.state.encoding import derive_key
 from gateway.state.extra import extra_json as _extra_json
 from gateway.state.extra import extra_of as _extra_of
+from gateway.state.nonces import next_nonce as _next_nonce
 from gateway.state.plaintext_v1 import from_v1 as _from_v1
 from gateway.state.plaintext_v1 import to_v1 as _to_v1
 from gateway.state.refusal import WIRE_MESSAGE, StateError, StateReason
@@ -175,8 +178,10 @@ _V2_METHODS: Final = {
     **{code | _V2_STANDARD_EXTRA: name for name, code in _V2_METHOD_CODES.items()},
 }
 assert frozenset(_V2_METHOD_CODES) == MRTR_METHODS
+_V2_METHOD_NAMES: Final = tuple(_V2_METHODS.get(byte) for byte in range(256))  # by method byte
 _urandom: Final = os.urandom
 _a2b: Final = binascii.a2b_base64
+_b2a: Final = binascii.b2a_base64
 _clock: Final = time.time
 
 
@@ -187,7 +192,7 @@ class KeyRing:
     step of a rolling upgrade from the release that read only version 1. :meth:`unseal` reads both.
     """
 
-    __slots__ = ("_aeads", "_salts", "_seal", "_seal_kid", "_seal_v1")
+    __slots__ = ("_aeads", "_open_v1", "_open_v2", "_salts", "_seal", "_seal_kid", "_seal_v1")
 
     def __init__(self, secrets: Sequence[bytes], *, seal_version: int = 2) -> None:
         # type() rather than a membership test: True == 1 would otherwise select version 1.
@@ -221,10 +226,12 @@ class KeyRing:
                 raise ValueError(f"request-state secret #{index} repeats an earlier secret; remove the duplicate")
             self._aeads[kid] = AESGCM(key)
         self._seal_kid = next(iter(self._aeads))
-        # What seal needs, looked up once: the sealing AEAD, the associated data it binds, the prefix.
+        # Looked up once: seal's encrypt, AAD, prefix and key id; per version, kid -> (decrypt, AAD).
         self._seal_v1 = seal_version == 1
         aad, prefix = (_AAD_V1, _V1) if self._seal_v1 else (_AAD_V2, _V2)
-        self._seal = (self._aeads[self._seal_kid], aad + self._seal_kid, prefix)
+        self._seal = (self._aeads[self._seal_kid].encrypt, aad + self._seal_kid, prefix, self._seal_kid)
+        self._open_v1 = {kid: (aead.decrypt, _AAD_V1 + kid) for kid, aead in self._aeads.items()}
+        self._open_v2 = {kid: (aead.decrypt, _AAD_V2 + kid) for kid, aead in self._aeads.items()}
         self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
@@ -247,7 +254,8 @@ class KeyRing:
         unsealing as long as their secret is still in ``secrets``. The seal version stays.
         """
         fresh = KeyRing(secrets, seal_version=self.seal_version)
-        self._aeads, self._salts, self._seal_kid, self._seal = fresh._aeads, fresh._salts, fresh._seal_kid, fresh._seal
+        for name in self.__slots__:
+            setattr(self, name, getattr(fresh, name))
 
     @property
     def salt(self) -> bytes:
@@ -275,23 +283,18 @@ class KeyRing:
         value, an ``extra`` that is not JSON-native) or whose token would exceed
         :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
         """
+        encrypt, aad, prefix, kid = self._seal
         if self._seal_v1:
             plaintext = _to_v1(claims)
+            nonce = _urandom(_NONCE_LEN)  # exactly as the release that sealed only version 1
         else:
-            iat, exp, rnd, principal, aud, target = (
-                claims.iat,
-                claims.exp,
-                claims.round,
-                claims.principal,
-                claims.aud,
-                claims.target,
-            )
-            digest, hold = claims.args_digest, claims.hold_id
+            iat, exp, rnd, principal = claims.iat, claims.exp, claims.round, claims.principal
+            aud, target, digest, hold = claims.aud, claims.target, claims.args_digest, claims.hold_id
             try:
                 method = _V2_METHOD_CODES[claims.method]
                 tag = "" if principal is None else principal
                 # Anything but a str fails here, so the strings need no type check of their own.
-                text = aud + target + digest + tag + hold + claims.owner
+                text = "".join((aud, target, digest, tag, hold, claims.owner))
                 a = len(aud)
                 b = a + len(target)
                 c = b + len(digest)
@@ -321,9 +324,9 @@ class KeyRing:
                     if not standard
                     else bytes((method | _V2_STANDARD_EXTRA,)) + plaintext[1:] + encoded
                 )
-        aead, aad, prefix = self._seal
-        nonce = _urandom(_NONCE_LEN)
-        token = prefix + b64url_nopad(self._seal_kid + nonce + aead.encrypt(nonce, plaintext, aad))
+            nonce = _next_nonce()  # a counter from a random start: gateway.state.nonces says why
+        raw = kid + nonce + encrypt(nonce, plaintext, aad)  # then b64url_nopad, inline
+        token = prefix + _b2a(raw).translate(_STD_TO_URL).rstrip(b"=\n").decode("ascii")
         if len(token) > MAX_TOKEN_LENGTH:
             raise ValueError(
                 f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; "
@@ -338,39 +341,38 @@ class KeyRing:
         """
         if not isinstance(token, str):
             raise StateError("malformed", f"token is a {type(token).__name__}, not a string")
-        if len(token) > MAX_TOKEN_LENGTH:
-            raise StateError("malformed", f"token is {len(token)} characters, over {MAX_TOKEN_LENGTH}")
+        length = len(token)
+        if length > MAX_TOKEN_LENGTH:
+            raise StateError("malformed", f"token is {length} characters, over {MAX_TOKEN_LENGTH}")
         prefix = token[:3]
         if prefix == _V2:
-            aad_prefix = _AAD_V2
+            openers = self._open_v2
         elif prefix == _V1:
-            aad_prefix = _AAD_V1
+            openers = self._open_v1
         elif _OTHER_VERSION_RE.match(token):
             raise StateError("bad_version", "token is neither version 1 nor version 2")
         else:
             raise StateError("malformed", "no version prefix")
-        # b64url_decode_strict, inline (this runs on every retry): ASCII only, urlsafe alphabet only
-        # (``+``, ``/`` and ``=`` become ``!``, which strict mode refuses), no impossible length,
-        # zero trailing bits. gateway.state.encoding explains each step.
-        body = token[3:]
-        rest = len(body) & 3
+        # b64url_decode_strict, inline (gateway.state.encoding explains each step), on the whole
+        # token (the translate keeps the prefix as it is), sliced after: bytes slice cheaper than str.
+        rest = (length + 1) & 3  # the body's length mod 4
         try:
-            raw = _a2b(body.encode("ascii").translate(_URL_TO_STD) + _PADDING[rest], strict_mode=True)
+            raw = _a2b(token.encode("ascii").translate(_URL_TO_STD)[3:] + _PADDING[rest], strict_mode=True)
         except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
             raise StateError("malformed", "not unpadded base64url") from None
-        if rest and body[-1] not in _CANONICAL_LAST[rest]:
+        if rest and token[-1] not in _CANONICAL_LAST[rest]:
             raise StateError("malformed", "non-canonical base64url")
         if len(raw) < _HEADER_LEN + _TAG_LEN:
             raise StateError("malformed", "token too short")
-        kid = raw[:_KID_LEN]
-        aead = self._aeads.get(kid)
-        if aead is None:
-            raise StateError("unknown_key", f"kid {kid.hex()} is not in the ring")
+        opener = openers.get(raw[:_KID_LEN])
+        if opener is None:
+            raise StateError("unknown_key", f"kid {raw[:_KID_LEN].hex()} is not in the ring")
+        decrypt, aad = opener
         try:
-            payload = aead.decrypt(raw[_KID_LEN:_HEADER_LEN], raw[_HEADER_LEN:], aad_prefix + kid)
+            payload = decrypt(raw[_KID_LEN:_HEADER_LEN], raw[_HEADER_LEN:], aad)
         except InvalidTag:
             raise StateError("decrypt_failed") from None
-        if aad_prefix is _AAD_V1:
+        if openers is self._open_v1:
             claims = _from_v1(payload)
             _check_time(claims.iat, claims.exp, _clock() if now is None else now)
             return claims
@@ -383,7 +385,7 @@ class KeyRing:
             raise StateError("bad_claims", "version-2 plaintext does not parse") from None
         n = len(payload)
         # One chain of ends proves every length fits, and aud, args_digest, hold_id, owner non-empty.
-        name = _V2_METHODS.get(method)
+        name = _V2_METHOD_NAMES[method]  # an unsigned byte, so always an index
         if not (name and iat < exp and rnd >= 1 and 0 < a <= b < c <= d < e < len(text) and n >= end):
             raise StateError("bad_claims", "version-2 claims out of range")
         extra: dict[str, Any] = {} if n == end else _extra_of(payload[end:], method & _V2_STANDARD_EXTRA)
