@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -114,10 +114,36 @@ def record_of(request: web.Request) -> RequestRecord:
     return record
 
 
+class FreshIds:
+    """Fresh request ids: 16 hex characters of ``os.urandom``, as ``secrets.token_hex(8)`` makes them,
+    but drawn :data:`BATCH` bytes at a time, so most requests cost no system call. A forked child
+    starts with a batch of its own (no two processes hand out the same ids)."""
+
+    BATCH: Final = 4096
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+        os.register_at_fork(after_in_child=self.forget)
+
+    def forget(self) -> None:
+        self._pool, self._at = b"", 0
+
+    def __call__(self) -> str:
+        if self._at + 8 > len(self._pool):
+            self._pool, self._at = os.urandom(self.BATCH), 0
+        start = self._at
+        self._at = start + 8
+        return self._pool[start : start + 8].hex()
+
+
+fresh_id: Final = FreshIds()
+
+
 def _request_id(request: web.Request) -> str:
     """The client's ``X-Request-Id`` when it is a short plain token, else a fresh one."""
     given = request.headers.get(REQUEST_ID_HEADER, "")
-    return given if _REQUEST_ID.fullmatch(given) else secrets.token_hex(8)
+    return given if _REQUEST_ID.fullmatch(given) else fresh_id()
 
 
 def request_middleware(metrics: Metrics, replica: str) -> Middleware:
