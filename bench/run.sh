@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh >/dev/null
-if ! .venv/bin/python -c 'import matplotlib' 2>/dev/null; then
-    echo "bench: installing the bench extra (matplotlib) into .venv"
+if ! .venv/bin/python -c 'import matplotlib' 2>/dev/null || ! [[ -x .venv/bin/py-spy ]]; then
+    echo "bench: installing the bench extra (matplotlib, py-spy) into .venv"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 fi
 ulimit -n "$(ulimit -Hn)"   # 10,000 held calls need ~10,000 descriptors in the gateway and the backend
