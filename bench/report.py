@@ -132,6 +132,16 @@ def profile_table(profile: dict[str, Any], rows: int = 12) -> str:
     ]
     for name, extra in list(profile["gateway_minus_hop_us"].items())[:rows]:
         lines.append(f"| {name} | {us(hop, name):.0f} | {us(gateway, name):.0f} | {extra:+.0f} |")
+    less = [(name, extra) for name, extra in profile["gateway_minus_hop_us"].items() if extra < 0]
+    if less:
+        lines += [
+            "",
+            "The hop spends more than the gateway on "
+            + ", ".join(f"{name} ({extra:+.0f} µs)" for name, extra in less)
+            + ". With the sampler running beside them on the same cores, both processes' CPU per call"
+            " reads higher here, and the ratio lower, than in the load section, whose figure is the one"
+            " in the table of targets.",
+        ]
     return "\n".join(lines)
 
 
