@@ -12,6 +12,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,3 +256,12 @@ def gateway_config(port: int, routes: list[str], extra: str = "") -> str:
         + "routes:\n"
         + "".join(f"  - {r}\n" for r in routes)
     )
+
+
+def start_proxies(
+    procs: Processes, hop_port: int, backend: str, config: str, env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """Start the bare hop (to ``backend``) and the gateway (``config``); returns (hop, gateway)."""
+    hop = procs.start([sys.executable, "-m", "bench.forward_hop", "--port", str(hop_port), "--target", backend])
+    gateway = procs.start([sys.executable, "-m", "gateway", "serve", "--config", config], env, log=True)
+    return hop, gateway

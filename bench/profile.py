@@ -50,6 +50,7 @@ from bench.harness import (
     free_port,
     gateway_config,
     legacy_python,
+    start_proxies,
     wait_http,
 )
 from bench.passthrough import warm_up, wrk
@@ -228,10 +229,7 @@ async def run(
     }
     try:
         procs.start([legacy_python(), "bench/legacy_server.py", "--port", str(ports["backend"])])
-        hop_proc = procs.start(
-            [sys.executable, "-m", "bench.forward_hop", "--port", str(ports["hop"]), "--target", backend]
-        )
-        gw_proc = procs.start([sys.executable, "-m", "gateway", "serve", "--config", cfg.name], env, log=True)
+        hop_proc, gw_proc = start_proxies(procs, ports["hop"], backend, cfg.name, env)
         urls = {name: f"http://127.0.0.1:{port}/mcp" for name, port in ports.items()}
         for url in urls.values():
             await wait_http(url)

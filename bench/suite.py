@@ -31,7 +31,17 @@ from typing import Any
 import aiohttp
 
 from bench import holds, large, passthrough, rounds, small
-from bench.harness import ROOT, Legacy, Modern, Processes, free_port, gateway_config, legacy_python, wait_http
+from bench.harness import (
+    ROOT,
+    Legacy,
+    Modern,
+    Processes,
+    free_port,
+    gateway_config,
+    legacy_python,
+    start_proxies,
+    wait_http,
+)
 
 PROFILES: dict[str, dict[str, Any]] = {
     # latency samples, round samples, large-result runs, load seconds per path, codec iterations,
@@ -122,10 +132,7 @@ async def run(
                 "WARNING",
             ]
         )
-        hop_proc = procs.start(
-            [sys.executable, "-m", "bench.forward_hop", "--port", str(ports["hop"]), "--target", backend]
-        )
-        gw_proc = procs.start([sys.executable, "-m", "gateway", "serve", "--config", cfg.name], env, log=True)
+        hop_proc, gw_proc = start_proxies(procs, ports["hop"], backend, cfg.name, env)
         urls = {name: f"http://127.0.0.1:{port}/mcp" for name, port in ports.items()}
         for url in urls.values():
             await wait_http(url)

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from harness import serving
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.events import EventQueue
@@ -271,16 +272,12 @@ ANSWER = sse({"jsonrpc": "2.0", "id": "CALL", "result": {"content": []}})
 @pytest.fixture
 async def backend() -> AsyncIterator[FakeBackend]:
     fake = FakeBackend()
-    runner = web.AppRunner(fake.app(), access_log=None, shutdown_timeout=1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    fake.url = f"http://127.0.0.1:{runner.addresses[0][1]}/mcp"
-    try:
-        yield fake
-    finally:
-        fake.get_events.put_nowait(None)
-        await runner.cleanup()
+    async with serving(fake.app()) as base:
+        fake.url = f"{base}/mcp"
+        try:
+            yield fake
+        finally:
+            fake.get_events.put_nowait(None)
 
 
 @pytest.fixture
