@@ -32,25 +32,20 @@ def _is_object(value: Any) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
+def _declared(capability: Mapping[str, Any], names: tuple[str, ...]) -> JsonObj:
+    """The sub-capabilities of ``capability`` among ``names`` that the client declared (as objects)."""
+    return {name: {} for name in names if _is_object(capability.get(name))}
+
+
 def normalize(caps: Mapping[str, Any]) -> JsonObj:
     """Reduce modern client capabilities to the parts that matter to a legacy backend."""
     out: JsonObj = {}
     elicitation = caps.get("elicitation")
     if _is_object(elicitation):
-        modes: JsonObj = {}
-        if _is_object(elicitation.get("form")):
-            modes["form"] = {}
-        if _is_object(elicitation.get("url")):
-            modes["url"] = {}
-        out["elicitation"] = modes or {"form": {}}
+        out["elicitation"] = _declared(elicitation, ("form", "url")) or {"form": {}}
     sampling = caps.get("sampling")
     if _is_object(sampling):
-        chosen: JsonObj = {}
-        if _is_object(sampling.get("context")):
-            chosen["context"] = {}
-        if _is_object(sampling.get("tools")):
-            chosen["tools"] = {}
-        out["sampling"] = chosen
+        out["sampling"] = _declared(sampling, ("context", "tools"))
     if _is_object(caps.get("roots")):
         out["roots"] = {}
     return out
