@@ -4,6 +4,7 @@ and the principal flowing into hold bindings and hold caps."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -102,6 +103,20 @@ async def jwks_server(*initial: dict[str, Any]) -> AsyncIterator[Jwks]:
         yield served
     finally:
         await runner.cleanup()
+
+
+REFRESH = 0.05
+"""jwks_min_refresh of the tests that need a refetch: short, and waited out explicitly."""
+
+
+async def past_refresh_interval(since: float) -> None:
+    """Return once REFRESH has passed on the gateway's clock (time.monotonic) since ``since``.
+
+    ``since`` is read after the gateway answered, so after its last fetch attempt: once this
+    returns, the next request with an unknown kid may fetch again, however fast the machine is.
+    """
+    while (left := since + REFRESH - time.monotonic()) > 0:
+        await asyncio.sleep(left)
 
 
 def jwt_route(url: str, jwks_url: str | None = None, **jwt_options: Any) -> dict[str, Any]:
@@ -235,10 +250,11 @@ async def test_a_rotated_in_key_is_fetched_when_a_token_names_its_kid(
     _, url = fake_backend
     async with (
         jwks_server(public_jwk(RSA_KEY, "rsa-1")) as jwks,
-        running_gateway([jwt_route(url, jwks.url, jwks_min_refresh=0.001)]) as gw,
+        running_gateway([jwt_route(url, jwks.url, jwks_min_refresh=REFRESH)]) as gw,
     ):
         client = BareClient(http, gw.url())
         assert (await client.call_tool("add", {"a": 1, "b": 1}, authorization="Bearer " + token())).text == "2"
+        await past_refresh_interval(time.monotonic())
         jwks.keys.append(public_jwk(OTHER_RSA_KEY, "rsa-2"))
         rotated = "Bearer " + token(key=OTHER_RSA_KEY, kid="rsa-2")
         assert (await client.call_tool("add", {"a": 2, "b": 2}, authorization=rotated)).text == "4"
@@ -249,13 +265,18 @@ async def test_an_oversized_or_broken_jwks_verifies_nothing(fake_backend: Backen
     _, url = fake_backend
     async with jwks_server(public_jwk(RSA_KEY, "rsa-1")) as jwks:
         jwks.body = json.dumps({"keys": [public_jwk(RSA_KEY, "rsa-1")], "pad": "x" * 4096}).encode()
-        async with running_gateway([jwt_route(url, jwks.url, jwks_max_bytes=1024, jwks_min_refresh=0.001)]) as gw:
+        async with running_gateway([jwt_route(url, jwks.url, jwks_max_bytes=1024, jwks_min_refresh=REFRESH)]) as gw:
             client = BareClient(http, gw.url(), authorization="Bearer " + token())
             assert (await client.call_tool("add", {"a": 1, "b": 1})).status == 401
+            assert jwks.fetches == 1
+            await past_refresh_interval(time.monotonic())
             jwks.body = b"{not json"
             assert (await client.call_tool("add", {"a": 1, "b": 1})).status == 401
+            assert jwks.fetches == 2
+            await past_refresh_interval(time.monotonic())
             jwks.body = None
             assert (await client.call_tool("add", {"a": 1, "b": 1})).text == "2"
+            assert jwks.fetches == 3
 
 
 async def test_static_pem_and_jwk_keys_verify_without_any_fetch(
