@@ -1,9 +1,11 @@
-# syntax=docker/dockerfile:1
 # mrtr-gateway container image.
 #
 #   docker build -t mrtr-gateway .
-#   docker run -p 8080:8080 -v "$PWD/gateway.yaml:/etc/mrtr-gateway/gateway.yaml:ro" \
+#   docker run -p 8080:8080 --stop-timeout 30 -v "$PWD/gateway.yaml:/etc/mrtr-gateway/gateway.yaml:ro" \
 #     -e MRTR_GATEWAY_STATE_KEYS="$(docker run --rm mrtr-gateway gen-key)" mrtr-gateway
+#
+# --stop-timeout must exceed listen.drain_timeout (20 s by default) plus a few seconds of shutdown:
+# Docker's own default (10 s) SIGKILLs calls still waiting for their client's input mid-drain.
 #
 # No configuration is baked in: mount one at /etc/mrtr-gateway/gateway.yaml (start from
 # config/gateway.example.yaml) and give the sealing keys through state.keys_file (a mounted
@@ -14,6 +16,14 @@
 # python:3.11.14-slim-bookworm; to move it, `docker buildx imagetools inspect <tag>` and update
 # both tag and digest), and every Python package, the build backend included, is installed at the
 # version in constraints.txt (scripts/lock-runtime.sh regenerates it).
+#
+# No `# syntax=` line: it would make BuildKit pull the docker/dockerfile frontend from Docker Hub
+# even when the base image comes from a mirror. Everything used here (RUN --mount included) is in
+# BuildKit's built-in frontend and in buildah/podman.
+#
+# OCI labels: pass the release and commit, e.g.
+#   docker build --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#     --build-arg SOURCE=<where your copy of the repository lives> .
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
@@ -31,9 +41,15 @@ RUN pip wheel --wheel-dir /wheels . dumb-init
 
 # --- runtime: the wheels installed into a clean slim image, run as a non-root user ----------------
 FROM ${PYTHON_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=""
 LABEL org.opencontainers.image.title="mrtr-gateway" \
       org.opencontainers.image.description="Serves legacy MCP servers as MCP 2026-07-28 servers" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -127,6 +127,21 @@ def test_runtime_exposes_8080_and_probes_healthz_on_the_configured_port(runtime_
     assert command == ["mrtr-gateway", "healthcheck", "--config", serve[serve.index("--config") + 1]]
 
 
+def test_the_dockerfile_names_no_frontend_image_to_pull() -> None:
+    """A ``# syntax=`` directive makes BuildKit pull its frontend from Docker Hub even when the base
+    image comes from a mirror; the built-in frontend has every feature the Dockerfile uses."""
+    first_lines = DOCKERFILE.read_text(encoding="utf-8").splitlines()[:5]
+    assert not any(re.match(r"#\s*syntax\s*=", line, re.IGNORECASE) for line in first_lines), first_lines
+
+
+def test_the_image_is_labelled_with_its_version_revision_and_source(runtime_stage: list[Instruction]) -> None:
+    label = only(runtime_stage, "LABEL").args
+    for key, arg in (("version", "VERSION"), ("revision", "REVISION"), ("source", "SOURCE")):
+        assert f'org.opencontainers.image.{key}="${{{arg}}}"' in label
+    defaults = dict(i.args.split("=", 1) for i in runtime_stage if i.keyword == "ARG" and "=" in i.args)
+    assert defaults["VERSION"] == PYPROJECT["project"]["version"]
+
+
 # --- locked dependencies ------------------------------------------------------------------------
 
 CONSTRAINTS = REPO_ROOT / "constraints.txt"
