@@ -7,7 +7,7 @@ about aiohttp, routes or backends.
     Outcome
     ├── Accepted              a valid 2026-07-28 request, envelope unpacked
     ├── NotificationAccepted  an id-less body at a modern version: answer 202, drop it
-    ├── LegacyHandshake       a handshake-era message (initialize, or no/old MCP-Protocol-Version)
+    ├── LegacyHandshake       a handshake-era message: nothing in it says 2026-07-28 (initialize, no/old version)
     └── Rejection             the first rung that failed: HTTP status, JSON-RPC code, fixed message
 
 The ladder follows the SDK's modern entry (`mcp/server/_streamable_http_modern.py` and
@@ -231,14 +231,19 @@ def _message_rungs(body: bytes) -> Rejection | _Message:
 
 def _era_rungs(lines: Mapping[str, list[str]], message: _Message) -> Outcome | None:
     """7-8: a handshake-era message, or a notification; None for a modern request."""
-    # 7: handshake era. A body that carries the modern envelope is not legacy even without the
-    # header; it falls through to the header rung and hears -32020.
+    # 7: handshake era, only when nothing in the request says 2026-07-28 (neither the header nor the
+    # envelope's version): such an `initialize` goes down the ladder (404 + -32601 at rung 13), never to
+    # the backend. A body that carries the modern envelope is not legacy even without the header (-32020).
     version_lines = lines.get(_VERSION_HEADER.lower(), [])
     header_version = version_lines[0] if version_lines else None
-    envelope_claims_modern = message.meta is not None and PROTOCOL_VERSION_META_KEY in message.meta
-    if (
+    meta = message.meta or {}
+    envelope_version = meta.get(PROTOCOL_VERSION_META_KEY)
+    says_modern = header_version in MODERN_PROTOCOL_VERSIONS or (
+        isinstance(envelope_version, str) and envelope_version in MODERN_PROTOCOL_VERSIONS
+    )
+    if not says_modern and (
         message.method == "initialize"
-        or (header_version is None and not envelope_claims_modern)
+        or (header_version is None and PROTOCOL_VERSION_META_KEY not in meta)
         or header_version in HANDSHAKE_PROTOCOL_VERSIONS
     ):
         return LegacyHandshake(message.body)

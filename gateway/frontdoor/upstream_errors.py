@@ -89,4 +89,8 @@ async def _checked(driver: CallDriver, call: Call) -> InvalidParams | None:
     except GatewayError as exc:  # the listing failed: the backend's own answer stands
         log.info("catalogue_unavailable", route=call.route.name, reason=exc.reason)
         return None
-    return None if problem is None else InvalidParams(problem, reason="unknown_name")
+    if problem is None:
+        return None
+    # resources.mdx §Error Handling: the spec's not-found error names the URI in `data.uri`.
+    uri = call.request.params.get("uri") if call.request.method == "resources/read" else None
+    return InvalidParams(problem, data={"uri": uri} if isinstance(uri, str) else None, reason="unknown_name")

@@ -128,12 +128,20 @@ DIFFERENCES: dict[str, Difference] = {
         "(streamable-http.mdx §Server Validation: -32020); the spec orders neither check first. The gateway "
         "validates the routing headers before the params, so a proxy and the server agree on the refusal.",
     ),
-    "initialize with modern headers": Difference(
-        reference={"status": 404, "error": jsonrpc.METHOD_NOT_FOUND},
-        gateway={"status": 200, "resultType": "absent"},
-        spec="basic/versioning.mdx §Backward Compatibility: a dual-era server selects legacy semantics on an "
-        "`initialize` request. The gateway is dual-era on streamable-HTTP routes and relays the legacy "
-        "server's handshake; the reference treats `initialize` under a 2026-07-28 header as an unknown method.",
+    "initialize with a handshake-era header and a 2026-07-28 envelope": Difference(
+        reference={"status": 200, "resultType": "absent"},
+        gateway={"status": 400, "error": jsonrpc.HEADER_MISMATCH, "id": "echoed"},
+        spec="streamable-http.mdx §Protocol Version Header: the header MUST match the envelope's "
+        "`io.modelcontextprotocol/protocolVersion`, else 400 + HeaderMismatch (-32020); versioning.mdx "
+        "§Backward Compatibility: a request carrying modern `_meta` is served as 2026-07-28. The reference "
+        "lets the header alone pick the era and runs a legacy handshake.",
+    ),
+    "tools/list with a handshake-era header and a 2026-07-28 envelope": Difference(
+        reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
+        gateway={"status": 400, "error": jsonrpc.HEADER_MISMATCH, "id": "echoed"},
+        spec="streamable-http.mdx §Protocol Version Header: the header MUST match the envelope's version, else "
+        "400 + HeaderMismatch (-32020). The reference lets the header alone pick the era and answers as a "
+        "session-era server (missing session id).",
     ),
     "unknown tool": Difference(
         reference={"status": 200, "resultType": "complete"},

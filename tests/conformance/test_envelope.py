@@ -136,7 +136,20 @@ FRAMING_CASES: list[tuple[str, Exchange, Mapping[str, object]]] = [
             "initialize",
             {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}},
         ),
-        {"status": 200},
+        {"status": 404, "id": "echoed", "error": jsonrpc.METHOD_NOT_FOUND},
+    ),
+    (
+        "initialize with a handshake-era header and a 2026-07-28 envelope",
+        request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}},
+        ).with_headers(("MCP-Protocol-Version", "2025-11-25")),
+        {"status": 400, "id": "echoed", "error": jsonrpc.HEADER_MISMATCH},
+    ),
+    (
+        "tools/list with a handshake-era header and a 2026-07-28 envelope",
+        request("tools/list").with_headers(("MCP-Protocol-Version", "2025-11-25")),
+        {"status": 400, "id": "echoed", "error": jsonrpc.HEADER_MISMATCH},
     ),
     ("params is an array", raw_post({**ADD_MESSAGE, "params": [1, 2]}), INVALID_REQUEST),
     ("method unknown", request("no/such/method"), {"status": 404, "id": "echoed", "error": jsonrpc.METHOD_NOT_FOUND}),

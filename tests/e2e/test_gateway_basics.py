@@ -79,6 +79,7 @@ async def test_legacy_resource_not_found_becomes_invalid_params(
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         reply = await BareClient(http, gw.url()).request("resources/read", {"uri": "demo://missing"})
     assert reply.error["code"] == INVALID_PARAMS
+    assert reply.error["data"] == {"uri": "demo://missing"}, "resources.mdx §Error Handling names the URI"
 
 
 @pytest.mark.parametrize("fake_backend", [{"page_size": 2}], indirect=True)

@@ -58,3 +58,69 @@ async def test_whatever_revision_the_backend_picks_is_accepted(only: str) -> Non
             assert discovered["supportedVersions"] == ["2026-07-28"]
     finally:
         await runner.cleanup()
+
+
+MODERN_META: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+INITIALIZE_PARAMS: dict[str, Any] = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "0"},
+}
+
+
+@pytest.mark.parametrize(
+    ("header", "meta", "status", "code"),
+    [
+        # streamable-http.mdx §Protocol Version Header: a method the revision lacks is 404 + -32601.
+        ("2026-07-28", True, 404, -32601),
+        # The header says 2026-07-28, so the envelope is required first (basic/index.mdx §_meta).
+        ("2026-07-28", False, 400, -32602),
+        # The envelope says 2026-07-28 but the required header is missing (§Server Validation).
+        (None, True, 400, -32020),
+        # The header contradicts the envelope (§Protocol Version Header: HeaderMismatch).
+        ("2025-11-25", True, 400, -32020),
+    ],
+    ids=["header and envelope", "header only", "envelope only", "handshake-era header, 2026-07-28 envelope"],
+)
+async def test_an_initialize_that_says_2026_07_28_hears_a_modern_error_not_the_backend(
+    header: str | None, meta: bool, status: int, code: int
+) -> None:
+    """Issue 17: a request is legacy only when nothing in it says 2026-07-28; the backend is never asked."""
+    runner, url = await start_demo_backend()
+    backend = runner.app[DEMO_BACKEND_KEY]
+    params = {**INITIALIZE_PARAMS, **({"_meta": MODERN_META} if meta else {})}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers |= {"Mcp-Method": "initialize"} | ({"MCP-Protocol-Version": header} if header else {})
+    try:
+        async with aiohttp.ClientSession() as http, running_gateway([route("demo", "/mcp", url)]) as gw:
+            body = {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": params}
+            async with http.post(gw.url(), json=body, headers=headers) as resp:
+                assert resp.status == status
+                assert resp.content_type == "application/json"
+                assert "Mcp-Session-Id" not in resp.headers
+                answer = await resp.json()
+        assert answer["id"] == 7
+        assert answer["error"]["code"] == code
+        assert backend.initialize_count == 0, "the legacy server never saw the request"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_genuine_legacy_initialize_still_passes_through() -> None:
+    runner, url = await start_demo_backend()
+    backend = runner.app[DEMO_BACKEND_KEY]
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    try:
+        async with aiohttp.ClientSession() as http, running_gateway([route("demo", "/mcp", url)]) as gw:
+            body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE_PARAMS}
+            async with http.post(gw.url(), json=body, headers=headers) as resp:
+                assert resp.status == 200
+                assert resp.headers["Mcp-Session-Id"]
+                text = await resp.text()
+        assert '"protocolVersion":"2025-11-25"' in text.replace(" ", "")
+        assert backend.initialize_count == 1
+    finally:
+        await runner.cleanup()

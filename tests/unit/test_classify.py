@@ -218,9 +218,55 @@ def test_initialize_is_a_legacy_handshake() -> None:
     assert outcome.message == body
 
 
-def test_initialize_is_legacy_even_with_a_modern_header() -> None:
+def test_initialize_with_a_handshake_era_header_is_a_legacy_handshake() -> None:
     body = message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
-    assert isinstance(run(body), LegacyHandshake)
+    assert isinstance(run(body, headers_for(body, MCP_Protocol_Version="2025-11-25")), LegacyHandshake)
+
+
+INITIALIZE_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+
+
+def test_initialize_saying_2026_07_28_in_header_and_envelope_is_method_not_found() -> None:
+    # versioning.mdx §Backward Compatibility: a request carrying modern `_meta` is served as 2026-07-28,
+    # where initialize does not exist (streamable-http.mdx §Protocol Version Header: 404, -32601).
+    body = message("initialize", {**INITIALIZE_PARAMS, "_meta": dict(META)})
+    outcome = rejected(run(body), METHOD_NOT_FOUND, 404, "method_not_found")
+    assert outcome.id == 1
+
+
+def test_initialize_under_a_2026_07_28_header_without_envelope_is_invalid_params() -> None:
+    # The header says 2026-07-28, so the envelope rung applies before the method rung (as on the reference).
+    body = message("initialize", dict(INITIALIZE_PARAMS))
+    rejected(run(body), INVALID_PARAMS, 400, "missing_meta")
+
+
+def test_initialize_with_a_2026_07_28_envelope_but_no_header_is_a_header_mismatch() -> None:
+    body = message("initialize", {**INITIALIZE_PARAMS, "_meta": dict(META)})
+    rejected(
+        run(body, headers_for(body, MCP_Protocol_Version=None)),
+        HEADER_MISMATCH,
+        400,
+        "header_mismatch.mcp-protocol-version",
+    )
+
+
+@pytest.mark.parametrize("method", ["initialize", "tools/list"])
+def test_handshake_era_header_with_a_2026_07_28_envelope_is_a_header_mismatch(method: str) -> None:
+    # streamable-http.mdx §Protocol Version Header: the header MUST match the envelope's version.
+    params = {**INITIALIZE_PARAMS, "_meta": dict(META)} if method == "initialize" else {"_meta": dict(META)}
+    body = message(method, params)
+    rejected(
+        run(body, headers_for(body, MCP_Protocol_Version="2025-11-25")),
+        HEADER_MISMATCH,
+        400,
+        "header_mismatch.mcp-protocol-version",
+    )
+
+
+def test_an_envelope_version_of_another_era_does_not_make_initialize_modern() -> None:
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}
+    body = message("initialize", {**INITIALIZE_PARAMS, "_meta": meta})
+    assert isinstance(run(body, headers_for(body, MCP_Protocol_Version=None)), LegacyHandshake)
 
 
 def test_missing_version_header_is_a_legacy_handshake() -> None:

@@ -1,0 +1,1 @@
+"""The official MCP conformance suite, run against the gateway in front of a legacy fixture server."""
