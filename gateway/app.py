@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
 
 from gateway import keys, ops
 from gateway.auth import AuthGates, metadata_handler
+from gateway.backend_auth import RouteCredentials, check_secrets
 from gateway.bounded import LruTtlCache
 from gateway.calls import CallContext, CallDriver, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
@@ -39,10 +40,14 @@ from gateway.calls.replayer import Replayer
 from gateway.calls.rounds import Rounds
 from gateway.config.load import Settings
 from gateway.drain import Drain
+from gateway.errors import BACKEND_CAUSES
 from gateway.frontdoor.door import FrontDoor
 from gateway.frontdoor.handler import make_handler
+from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import HoldRegistry
+from gateway.key_reload import KeyFileWatcher
+from gateway.keyset import KeySet
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.listen import ListenHubs
@@ -54,8 +59,6 @@ from gateway.replicas.forward import ReplicaHop
 from gateway.server import handler_options
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.codec import KeyRing
-from gateway.state.legacy_ids import LegacySessionIds
-from gateway.state.reload import KeyFileWatcher
 from gateway.tasks import TaskGroup
 from gateway.translate.cursors import Cursors
 
@@ -83,6 +86,7 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.READY] = {"routes": False}
     app[BACKGROUND] = TaskGroup("background")
     app[EXPIRIES] = TaskGroup("hold-expiry")
+    check_secrets(config.routes)  # an unreadable backend secret is a configuration error, named by its path
     door = app[keys.DOOR] = _front_door(app, settings, metrics)
     app[keys.ROUTES] = door.routes
     app[keys.LISTEN_HUBS] = door.hubs
@@ -115,7 +119,8 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
     def http() -> aiohttp.ClientSession:
         return app[HTTP_CLIENT]
 
-    keyring = app[KEYRING] = KeyRing(settings.state_keys, seal_version=config.state.seal_version)
+    state_keys = KeySet(settings.state_keys)  # every token format asks it for its keys; a reload replaces it
+    keyring = app[KEYRING] = KeyRing(state_keys, seal_version=config.state.seal_version)
     boundary = RequestStateBoundary(
         keyring,
         replica_id=settings.replica_id,
@@ -153,15 +158,15 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         state_ttl=config.state.ttl,
     )
     driver = CallDriver(backend=backend, registry=registry, boundary=boundary, rounds=rounds, replayer=replayer)
-    signer = ForwardSigner(settings.state_keys)
+    signer = ForwardSigner(state_keys)
     return FrontDoor(
         settings=settings,
         metrics=metrics,
         origins=OriginPolicy(config.listen.allowed_origins),
         auth=AuthGates(config.routes, http, _count_refusal(metrics)),
         signer=signer,
-        cursors=Cursors(settings.state_keys),
-        legacy_ids=LegacySessionIds(settings.state_keys),
+        cursors=Cursors(state_keys),
+        legacy_ids=LegacySessionIds(state_keys),
         hubs=ListenHubs(
             max_streams=limits.max_listen_streams,
             max_per_principal=limits.max_listen_streams_per_principal,
@@ -213,7 +218,8 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     settings = app[keys.SETTINGS]
     metrics = app[keys.METRICS]
     http = app[HTTP_CLIENT]
-    routes = app[keys.DOOR].routes
+    door = app[keys.DOOR]
+    routes = door.routes
 
     def sessions_changed(route: str, size: int) -> None:
         metrics.backend_sessions.labels(route).set(size)
@@ -221,7 +227,13 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     def session_initialized(route: str) -> None:
         metrics.backend_initializations.labels(route).inc()
 
-    for route in settings.routes:
+    for index, route in enumerate(settings.routes):
+        credentials = RouteCredentials(route, index, http)
+        # Every counter of the route at 0 from the start, so the first burst is a visible increase.
+        metrics.route_built(
+            route.name, backend_causes=BACKEND_CAUSES, auth_reasons=door.auth.by_path[route.path].refusal_reasons
+        )
+        metrics.backend_token_passthrough.labels(route.name).set(1 if credentials.mode == "passthrough" else 0)
         pool = SessionPool(
             http, route, on_change=sessions_changed, on_initialize=session_initialized, tasks=app[BACKGROUND]
         )
@@ -229,7 +241,7 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
         schemas: LruTtlCache[str, dict[str, JsonObj]] = LruTtlCache(
             settings.config.limits.tool_schema_cache_entries, TOOL_SCHEMA_TTL
         )
-        routes[route.path] = RouteRuntime(route, pool, tool_schemas=schemas)
+        routes[route.path] = RouteRuntime(route, pool, credentials, tool_schemas=schemas)
     runtimes = routes.values()
     metrics.live.watch(
         (r.config.name for r in runtimes), sessions=lambda: {r.config.name: r.pool.counts_by_state() for r in runtimes}
@@ -249,24 +261,17 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:
-    """Keys read from state.keys_file are re-read while the gateway runs (see gateway.state.reload)."""
+    """Keys read from state.keys_file are re-read while the gateway runs (see gateway.key_reload)."""
     settings = app[keys.SETTINGS]
     if settings.state_keys_file is None:
         yield
         return
     ring = app[KEYRING]
-    door = app[keys.DOOR]
-
-    def apply(secrets: Sequence[bytes]) -> None:
-        ring.replace(secrets)  # validates first: raises before anything changed
-        door.signer.rekey(secrets)
-        door.legacy_ids.rekey(secrets)
-        door.cursors.rekey(secrets)
 
     def describe() -> str:
         return ",".join(ring.key_ids)
 
-    watcher = KeyFileWatcher(settings.state_keys_file, settings.state_keys, apply, describe)
+    watcher = KeyFileWatcher(settings.state_keys_file, settings.state_keys, ring.keys.replace, describe)
     app[keys.KEY_WATCHER] = watcher
     async with _owned_task(watcher.run(settings.config.state.reload_interval), "state-keys-reload"):
         yield

@@ -138,7 +138,7 @@ def _healthcheck(args: argparse.Namespace) -> int:
 
 
 def _gen_key(args: argparse.Namespace) -> int:
-    from gateway.state.codec import generate_secret
+    from gateway.keyset import generate_secret
 
     print(generate_secret())
     return 0

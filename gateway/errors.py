@@ -59,13 +59,42 @@ from typing import Any, Final
 from mcp_types import jsonrpc
 
 BACKEND_UNAVAILABLE: Final = "backend_unavailable"
-"""``data.reason``: the legacy server refused, timed out, failed (5xx) or answered garbage."""
+"""``data.reason``: the legacy server refused, timed out, failed (5xx) or answered garbage, or the
+gateway's credential for it could not be had (``data.cause`` :data:`BACKEND_AUTH`)."""
+BACKEND_AUTH: Final = "backend_auth"
+"""``data.cause`` of :data:`BACKEND_UNAVAILABLE` when ``backend.auth`` failed (the detail is only logged)."""
 OVERLOADED: Final = "overloaded"
-"""``data.reason``: a capacity bound was reached (holds, backend sessions); retry later."""
+"""``data.reason``: a capacity bound was reached (holds, backend sessions, or ``data.cause``
+``max_connections``: the connection cap, :mod:`gateway.connections`); retry later."""
 HOLD_LOST: Final = "hold_lost"
 """``data.reason``: the exchange a requestState names is gone; start the call again."""
 DRAINING: Final = "draining"
 """``data.reason``: this replica is shutting down and takes no new calls; retry (another replica will)."""
+
+BACKEND_CAUSES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "connect_failed": "no connection to the backend",
+        "timeout": "no answer within backend.timeout (or a stdio server that does not read its stdin)",
+        "bad_status": "an HTTP status the transport cannot use (5xx, 4xx other than a lost session)",
+        "malformed_response": "a body or event that is not JSON-RPC, not UTF-8, too deep or too large",
+        "stream_closed": "the backend closed the stream, the SSE connection or its stdout before answering",
+        "stream_broken": "the response body broke off mid-transfer",
+        "transport_error": "any other HTTP client failure",
+        "session_lost": "the backend expired a session the gateway had just re-initialized",
+        "initialize_failed": "the backend refused the initialize handshake",
+        "unsupported_version": "the backend chose a protocol version the gateway does not speak",
+        "endpoint_cross_origin": "an HTTP+SSE endpoint event naming another origin",
+        "redirect_refused": "a redirect to another origin",
+        "spawn_failed": "a stdio server that cannot be started or exits before initialize",
+        "backend_flood": "a backend past its backend.limits",
+        BACKEND_AUTH: "the gateway's own credential for the backend could not be had (backend.auth)",
+    }
+)
+"""Every ``data.cause`` of :class:`BackendUnavailable`: the one table of backend failure causes. The
+``reason`` label of ``mrtr_gateway_backend_errors_total`` takes these values, and every route's
+series are created at 0 from it when the route is built
+(:meth:`gateway.observability.metrics.Metrics.route_built`); ``tests/unit/test_metric_label_sets.py``
+checks that every cause raised anywhere in ``gateway/`` is in it."""
 
 _CODE_STATUS: Final[Mapping[int, int]] = MappingProxyType(
     {
@@ -133,7 +162,8 @@ class _Condition(GatewayError):
 
 
 class BackendUnavailable(_Condition):
-    """The backend refused, timed out, failed (5xx) or answered garbage."""
+    """The backend refused, timed out, failed (5xx) or answered garbage; or (cause ``backend_auth``)
+    the gateway could not get its own credential for it (``backend.auth``: token endpoint, secret)."""
 
     category = BACKEND_UNAVAILABLE
     message = "Backend unavailable"
@@ -165,6 +195,11 @@ class Draining(Overloaded):
 
 
 class HoldLost(_Condition):
+    """The held exchange is gone or out of reach. ``data.cause``: ``owner_unreachable`` (no
+    connection to its replica, or no address), ``owner_unresponsive`` (connected, but the owner did
+    not acknowledge the hop within ``replicas.forward_timeout``: stopped or stalled), ``owner_failed``
+    (it failed or went silent after acknowledging), or a limit's own cause (:class:`HoldLimitReached`)."""
+
     category = HOLD_LOST
     message = "The held request is no longer available; start the call again"
 

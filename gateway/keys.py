@@ -14,10 +14,10 @@ from gateway.config.load import Settings
 from gateway.drain import Drain
 from gateway.frontdoor.door import FrontDoor
 from gateway.holds.registry import HoldRegistry
+from gateway.key_reload import KeyFileWatcher
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
-from gateway.state.reload import KeyFileWatcher
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)

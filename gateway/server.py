@@ -5,13 +5,15 @@ Bounds a client controls before any handler runs (issue 8 item 4):
 * header size and count: aiohttp's parser refuses a longer header line or field, or more header
   lines, with 400 before the request reaches the app (``listen.max_header_bytes``,
   ``listen.max_headers``);
-* concurrent connections (``listen.max_connections``): past the cap a new connection gets one
-  ``503 Service Unavailable`` with ``Connection: close`` and is closed at once, so a flood of
-  connections that never finish their request cannot take every file descriptor (a slow header
-  has no timeout in aiohttp: the cap is what keeps the gateway serving).
+* concurrent connections (``listen.max_connections``, by default derived from the open-file
+  limit): at the cap an idle keep-alive connection is closed to admit a new one, else the new
+  connection's request head is read and answered ``503`` with ``Retry-After`` and a clean close,
+  so a flood of connections that never finish their request cannot take every file descriptor (a
+  slow header has no timeout in aiohttp: the cap is what keeps the gateway serving) and a client
+  refused at the cap reads a 503, never a reset (:mod:`gateway.connections`).
 
-:func:`listen` binds the socket with :class:`ConnectionLimiter` around the runner's protocol
-factory (public aiohttp API only: ``runner.server`` and ``loop.create_server``); :func:`run` is the
+:func:`listen` binds the socket with :class:`~gateway.connections.ConnectionLimiter` around the
+runner's protocol factory (``runner.server`` and ``loop.create_server``); :func:`run` is the
 process's whole life, signals, drain and graceful shutdown included (what ``web.run_app`` does,
 plus the cap, the drain and an optional port of its own for ``/metrics``).
 
@@ -37,6 +39,7 @@ from aiohttp import web
 
 from gateway import keys, ops
 from gateway.config.model import ListenConfig
+from gateway.connections import REUSE_IDLE_AFTER, ConnectionLimiter, default_max_connections
 
 log = structlog.get_logger("gateway.server")
 
@@ -45,9 +48,6 @@ SHUTDOWN_TIMEOUT: Final = 10.0
 sessions closed); past it the process exits anyway (log ``shutdown_timed_out``)."""
 HANDLER_GRACE: Final = 5.0
 """Of that, how long requests still running after the drain get before they are cancelled."""
-_REFUSAL: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\nRetry-After: 1\r\n\r\n"
-)
 
 
 def handler_options(listen: ListenConfig) -> dict[str, Any]:
@@ -59,40 +59,21 @@ def handler_options(listen: ListenConfig) -> dict[str, Any]:
     }
 
 
-class _Refuse(asyncio.Protocol):
-    """A connection over the cap: one 503, then closed."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(_REFUSAL)
-        transport.close()
-
-
-class ConnectionLimiter:
-    """A protocol factory that hands out at most ``limit`` live connections of ``server``."""
-
-    def __init__(self, server: web.Server, limit: int, on_refuse: Callable[[], None] | None = None) -> None:
-        self._server = server
-        self._limit = limit
-        self._on_refuse = on_refuse
-
-    def __call__(self) -> asyncio.BaseProtocol:
-        if len(self._server.connections) >= self._limit:
-            if self._on_refuse is not None:
-                self._on_refuse()
-            return _Refuse()
-        return self._server()
-
-
 async def listen(
-    runner: web.AppRunner, host: str, port: int, max_connections: int, on_refuse: Callable[[], None] | None = None
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    max_connections: int | None,
+    on_refuse: Callable[[], None] | None = None,
+    reuse_idle_after: float = REUSE_IDLE_AFTER,
 ) -> asyncio.AbstractServer:
-    """Bind ``host:port`` for an already set-up ``runner``, capped at ``max_connections``."""
+    """Bind ``host:port`` for an already set-up ``runner``, capped at ``max_connections`` (None:
+    :func:`~gateway.connections.default_max_connections`)."""
     assert runner.server is not None, "call runner.setup() first"
     loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        ConnectionLimiter(runner.server, max_connections, on_refuse), host, port, reuse_address=True
-    )
+    limit = default_max_connections() if max_connections is None else max_connections
+    limiter = ConnectionLimiter(runner.server, limit, on_refuse, reuse_idle_after)
+    return await loop.create_server(limiter, host, port, reuse_address=True)
 
 
 class BindFailed(OSError):
@@ -126,10 +107,11 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
     metrics_runner: web.AppRunner | None = None
     try:
         try:
-            server = await listen(runner, host, port, listen_config.max_connections, _Refusals(app))
+            max_connections = listen_config.max_connections or default_max_connections()
+            server = await listen(runner, host, port, max_connections, _Refusals(app))
         except OSError as exc:
             raise BindFailed(f"{host}:{port}", exc) from exc
-        log.info("listening", url=f"http://{host}:{port}", max_connections=listen_config.max_connections)
+        log.info("listening", url=f"http://{host}:{port}", max_connections=max_connections)
         try:
             if listen_config.metrics_port is not None:
                 metrics_runner = await serve_metrics(app, host, listen_config.metrics_port)

@@ -8,10 +8,12 @@
 # Value sets: the chart defaults (plus stateKeys.existingSecret, the one value without a default),
 # then every helm/mrtr-gateway/ci/*-values.yaml. Each rendering is validated with
 # kubernetes-validate in strict mode (unknown fields refused) against $KUBE_VERSIONS; the
-# Prometheus Operator's kinds have no schema there and get a structural check, and every
+# Prometheus Operator's kinds have no schema there and get a structural check, the Gateway API's
+# HTTPRoute (no CRD schema offline either) a field-by-field check of the v1 fields the chart uses,
+# the Ingress and the HTTPRoute must lead to the Service's port, and every
 # PrometheusRule's groups pass `promtool check rules`. Values that must be refused (no state keys,
-# a typo caught by values.schema.json, keys or replica_id in `config`) are checked too, each for its
-# own reason.
+# a typo caught by values.schema.json, keys or replica_id in `config`, an HTTPRoute attached to no
+# Gateway) are checked too, each for its own reason.
 #
 # Tools: the `helm` CLI when it is on PATH (HELM=... to choose one); otherwise Helm's own Go SDK
 # (v4) through the `helm-python-sdk` wheel from PyPI. Both helm-python-sdk and kubernetes-validate
@@ -86,12 +88,19 @@ REFUSED = {  # label: (values, a phrase the refusal must contain)
         {**KEYS, "terminationGracePeriodSeconds": 30, "config": {"listen": {"drain_timeout": 30}, "routes": [ROUTE]}},
         "terminationGracePeriodSeconds (30) must be at least",
     ),
+    "httproute-without-parent": ({**KEYS, "httpRoute": {"enabled": True}}, "httpRoute.parentRefs needs"),
 }
 SHUTDOWN_SECONDS = 10  # gateway.server.SHUTDOWN_TIMEOUT: the longest the shutdown after a drain takes
 KINDS = {  # label: (kinds the rendering must hold, kinds it must not)
-    "defaults": ({"NetworkPolicy", "PodDisruptionBudget"}, {"Secret", "HorizontalPodAutoscaler", "PrometheusRule"}),
-    "all-features-values": ({"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule", "ConfigMap"}, {"Secret"}),
-    "explicit-keys-values": ({"Secret"}, set()),
+    "defaults": (
+        {"NetworkPolicy", "PodDisruptionBudget"},
+        {"Secret", "HorizontalPodAutoscaler", "PrometheusRule", "Ingress", "HTTPRoute"},
+    ),
+    "all-features-values": (
+        {"HorizontalPodAutoscaler", "ServiceMonitor", "PrometheusRule", "ConfigMap", "Ingress", "HTTPRoute"},
+        {"Secret"},
+    ),
+    "explicit-keys-values": ({"Secret", "HTTPRoute"}, {"Ingress"}),
     "single-replica-values": (set(), {"PodDisruptionBudget", "NetworkPolicy"}),
 }
 
@@ -146,6 +155,9 @@ def validate(label: str, docs: list[dict]) -> list[str]:
             if doc["kind"] not in ("ServiceMonitor", "PrometheusRule") or not doc.get("spec"):
                 problems.append(f"{name}: not a ServiceMonitor or PrometheusRule with a spec")
             continue
+        if doc.get("apiVersion") == "gateway.networking.k8s.io/v1":
+            problems += [f"{name}: {p}" for p in http_route_problems(doc)]
+            continue
         for version in os.environ["KUBE_VERSIONS"].split():
             try:
                 kubernetes_validate.validate(doc, version, strict=True)
@@ -155,6 +167,7 @@ def validate(label: str, docs: list[dict]) -> list[str]:
             except kubernetes_validate.SchemaNotFoundError:
                 problems.append(f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}")
     problems += grace_period(docs)
+    problems += exposure(docs)
     for index, rule in enumerate(d for d in docs if d.get("kind") == "PrometheusRule"):
         rules_file = out / f"{label}-rules-{index}.yaml"
         rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
@@ -164,6 +177,86 @@ def validate(label: str, docs: list[dict]) -> list[str]:
         if label == "all-features-values":  # the rendering tests/helm/alerts.promtool.yaml is written for
             problems += alert_unit_tests(rule["spec"]["groups"])
     return problems
+
+
+def http_route_problems(doc: dict) -> list[str]:
+    """The HTTPRoute against the Gateway API v1 fields and limits it may use (unknown fields refused)."""
+    import re
+
+    def unknown(where: str, node: object, allowed: set[str], required: tuple[str, ...] = ()) -> list[str]:
+        if not isinstance(node, dict):
+            return [f"{where}: not a mapping"]
+        return [f"{where}: unknown field {k}" for k in sorted(set(node) - allowed)] + [
+            f"{where}: missing {k}" for k in required if k not in node
+        ]
+
+    def items(where: str, node: object, low: int, high: int) -> tuple[list[str], list]:
+        if not isinstance(node, list) or not low <= len(node) <= high:
+            return [f"{where}: expected a list of {low} to {high} entries"], []
+        return [], node
+
+    if doc["kind"] != "HTTPRoute":
+        return [f"not an HTTPRoute ({doc['kind']})"]
+    problems = unknown("", doc, {"apiVersion", "kind", "metadata", "spec"}, ("metadata", "spec"))
+    problems += unknown("metadata", doc["metadata"], {"name", "namespace", "labels", "annotations"}, ("name",))
+    spec = doc["spec"]
+    problems += unknown("spec", spec, {"parentRefs", "hostnames", "rules"}, ("parentRefs", "rules"))
+    found, parents = items("spec.parentRefs", spec.get("parentRefs"), 1, 32)
+    problems += found
+    for i, ref in enumerate(parents):
+        fields = {"group", "kind", "namespace", "name", "sectionName", "port"}
+        problems += unknown(f"spec.parentRefs[{i}]", ref, fields, ("name",))
+    found, hostnames = items("spec.hostnames", spec.get("hostnames", []), 0, 16)
+    problems += found + [f"spec.hostnames: {h!r} is not a host name" for h in hostnames if not h or type(h) is not str]
+    found, rules = items("spec.rules", spec.get("rules"), 1, 16)
+    problems += found
+    rule_fields = {"name", "matches", "filters", "backendRefs", "timeouts", "retry", "sessionPersistence"}
+    for i, rule in enumerate(rules):
+        problems += unknown(f"spec.rules[{i}]", rule, rule_fields, ("matches", "backendRefs"))
+        found, matches = items(f"spec.rules[{i}].matches", rule.get("matches"), 1, 64)
+        problems += found
+        for j, match in enumerate(matches):
+            where = f"spec.rules[{i}].matches[{j}]"
+            problems += unknown(where, match, {"path", "headers", "queryParams", "method"}, ("path",))
+            path = match.get("path") if isinstance(match.get("path"), dict) else {}
+            problems += unknown(f"{where}.path", path, {"type", "value"}, ("type", "value"))
+            if path.get("type") not in ("Exact", "PathPrefix", "RegularExpression"):
+                problems.append(f"{where}.path.type: {path.get('type')!r}")
+            if not str(path.get("value", "")).startswith("/"):
+                problems.append(f"{where}.path.value: {path.get('value')!r} does not start with /")
+        found, backends = items(f"spec.rules[{i}].backendRefs", rule.get("backendRefs"), 1, 16)
+        problems += found
+        for j, ref in enumerate(backends):
+            fields = {"group", "kind", "name", "namespace", "port", "weight", "filters"}
+            problems += unknown(f"spec.rules[{i}].backendRefs[{j}]", ref, fields, ("name", "port"))
+        timeouts = rule.get("timeouts", {})
+        problems += unknown(f"spec.rules[{i}].timeouts", timeouts, {"request", "backendRequest"})
+        for key, value in timeouts.items():
+            if not re.fullmatch(r"([0-9]{1,5}(h|m|s|ms)){1,4}", str(value)):
+                problems.append(f"spec.rules[{i}].timeouts.{key}: {value!r} is not a Gateway API duration")
+    return problems
+
+
+def exposure(docs: list[dict]) -> list[str]:
+    """Every Ingress path and HTTPRoute backend leads to the Service's client port, nowhere else."""
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    name = service["metadata"]["name"]
+    (port,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "http"]
+    targets = []
+    for doc in docs:
+        if doc["kind"] == "Ingress":
+            for rule in doc["spec"]["rules"]:
+                for path in rule["http"]["paths"]:
+                    backend = path["backend"]["service"]
+                    targets.append((f"Ingress {rule.get('host', '*')}{path['path']}", backend["name"], backend["port"]))
+        if doc["kind"] == "HTTPRoute":
+            for rule in doc["spec"]["rules"]:
+                targets += [("HTTPRoute", ref["name"], {"number": ref["port"]}) for ref in rule["backendRefs"]]
+    return [
+        f"{where} leads to {to} port {to_port}, not the Service {name} port {port}"
+        for where, to, to_port in targets
+        if (to, to_port) != (name, {"number": port})
+    ]
 
 
 def grace_period(docs: list[dict]) -> list[str]:

@@ -38,7 +38,7 @@ from aiohttp import web
 
 from gateway.auth.jwks import JwksCache
 from gateway.auth.keys import BadKey, VerificationKey, parse_static_keys
-from gateway.auth.verify import JwtVerifier, KeySource, Refused, static_source
+from gateway.auth.verify import REASONS, JwtVerifier, KeySource, Refused, static_source
 from gateway.config.load import ConfigError
 from gateway.config.model import AuthConfig, ResourceMetadataConfig, RouteConfig
 
@@ -47,6 +47,10 @@ log = structlog.get_logger("gateway.auth")
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 MAX_HEADER_PRINCIPAL = 256
 """Longest trusted-header value accepted as a principal (characters)."""
+TRUSTED_HEADER_REASONS: Final = frozenset({"untrusted_peer", "header_missing", "header_too_long"})
+"""Why a ``trusted_header`` route refuses a request (HTTP 403); JWT routes refuse with
+:data:`gateway.auth.verify.REASONS` (HTTP 401). Both are the ``reason`` label of
+``mrtr_gateway_auth_refusals_total``."""
 
 _BODY_401: Final = json.dumps(
     {"error": "invalid_token", "error_description": "A valid bearer token is required"}, separators=(",", ":")
@@ -61,6 +65,10 @@ _BODY_403: Final = json.dumps(
 class Identified:
     principal: str | None
     """``None``: an anonymous caller (only on routes without ``auth``)."""
+    token: str | None = None
+    """``auth.jwt`` routes: the verified bearer token (what ``token_exchange`` exchanges)."""
+    expires: float | None = None
+    """``auth.jwt`` routes: the token's ``exp`` (Unix time)."""
 
 
 def metadata_url(metadata: ResourceMetadataConfig) -> str:
@@ -121,6 +129,14 @@ class RouteGate:
         if auth.resource_metadata is not None:
             self._metadata_param = f'resource_metadata="{metadata_url(auth.resource_metadata)}"'
 
+    @property
+    def refusal_reasons(self) -> frozenset[str]:
+        """Every reason this route's policy can refuse with (none without ``auth``)."""
+        auth = self.route.auth
+        if auth is None:
+            return frozenset()
+        return TRUSTED_HEADER_REASONS if auth.trusted_header is not None else REASONS
+
     async def identify(self, request: web.Request, *, forwarded: bool) -> Identified | web.Response:
         auth = self.route.auth
         if auth is None:
@@ -135,7 +151,7 @@ class RouteGate:
         verdict = await self._verifier.verify(token.strip())
         if isinstance(verdict, Refused):
             return self._unauthorized(verdict.reason, token_sent=True)
-        return Identified(verdict)
+        return Identified(verdict.principal, token.strip(), verdict.expires)
 
     def _trusted(self, request: web.Request, header: str, *, forwarded: bool) -> Identified | web.Response:
         if not forwarded and not self._from_proxy(request.remote):

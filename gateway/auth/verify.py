@@ -55,19 +55,26 @@ def static_source(keys: Sequence[VerificationKey]) -> KeySource:
     return lookup
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    principal: str
+    expires: float
+    """The token's ``exp`` (Unix time): what is derived from it (a backend token, a listen stream) ends then."""
+
+
 class JwtVerifier:
     def __init__(self, config: JwtConfig, keys: KeySource) -> None:
         self._config = config
         self._keys = keys
 
-    async def verify(self, token: str) -> str | Refused:
-        """The principal of a valid token, or why it is not one."""
+    async def verify(self, token: str) -> Verified | Refused:
+        """The principal (and expiry) of a valid token, or why it is not one."""
         try:
             return await self._verify(token)
         except Refused as refused:
             return refused
 
-    async def _verify(self, token: str) -> str:
+    async def _verify(self, token: str) -> Verified:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -113,5 +120,5 @@ class JwtVerifier:
             subject = claims.get("sub")
             if not isinstance(subject, str) or not subject:
                 raise Refused("claims")
-            return principal_of(self._config.issuer, subject)
+            return Verified(principal_of(self._config.issuer, subject), float(claims["exp"]))
         raise last

@@ -2,7 +2,9 @@
 the session back — or close it when the backend may still be busy with an abandoned call.
 
 Every function here takes the call's :class:`~gateway.calls.context.CallContext`; failures are
-:class:`~gateway.errors.GatewayError` and are counted in ``mrtr_gateway_backend_errors_total``.
+:class:`~gateway.errors.GatewayError` and are counted in ``mrtr_gateway_backend_errors_total``,
+once per client request (:func:`~gateway.observability.requests.count_backend_error`: the tool-schema
+lookup before a ``tools/call`` and the call itself meeting the same dead backend are one failure).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
 from gateway.observability.metrics import Metrics
+from gateway.observability.requests import count_backend_error
 from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps
 from gateway.translate import results
@@ -37,6 +40,8 @@ ABANDON_GRACE = 0.5
 
 
 CLIENT_GONE = "client disconnected"
+SESSION_STATE_ANSWERS = frozenset({"roots/list"})
+"""Server requests whose client answer a legacy server may keep for the session (docs/session-state.md)."""
 
 
 def cancel_reason(exc: BaseException) -> str | None:
@@ -71,7 +76,7 @@ class Backend:
         try:
             return await route.pool.lease(key, normalized, caller.forward_headers, exclusive=exclusive)
         except BackendUnavailable as exc:
-            self._metrics.backend_errors.labels(route.name, exc.reason).inc()
+            count_backend_error(self._metrics, route.name, exc.reason)
             raise
 
     async def prepare(
@@ -124,10 +129,21 @@ class Backend:
                 except SessionExpired:
                     raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
         except BackendUnavailable as exc:
-            self._metrics.backend_errors.labels(ctx.route.name, exc.reason).inc()
+            count_backend_error(self._metrics, ctx.route.name, exc.reason)
             raise
         exchange.on_answer = self._metrics.backend_request_seconds.labels(ctx.route.name, method).observe
         return exchange
+
+    async def answer_server_request(
+        self, ctx: CallContext, backend_id: str | int, method: str, answer: JsonObj
+    ) -> None:
+        """Send the client's ``answer`` to a server request upstream. A server may keep a roots answer
+        for its whole session (docs/session-state.md): the session becomes this call's alone before
+        the answer leaves, and is closed when the call releases it."""
+        if method in SESSION_STATE_ANSWERS and not ctx.pooled.doomed:
+            ctx.pooled.doomed = True  # no other lease picks it; closed when this call releases it
+            log.debug("backend_session_private", route=ctx.route.name, method=method)
+        await ctx.session.respond(backend_id, result=answer)
 
     async def refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
         """Answer a server request the client must not see with an error (never a made-up answer:
@@ -308,6 +324,7 @@ class Backend:
                 if isinstance(event, FinalResponse):
                     return True
                 if isinstance(event, ServerRequest):
+                    exchange.unanswered(event)  # its client is gone
                     return False
         except GatewayError:
             return False
@@ -315,6 +332,15 @@ class Backend:
 
     def discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
         self.release(ctx, reusable=False, cancel=cancel)
+
+    def failed(self, ctx: CallContext, exc: BaseException, *, cancel: str | None = None) -> None:
+        """``exc`` ended a call after it was sent (reading its exchange, answering the backend): a
+        backend failure is counted (once per client request: :meth:`_start` counts those of sending
+        it), and the session is discarded, the backend's work cancelled when ``exc`` calls for it
+        (else with ``cancel``)."""
+        if isinstance(exc, BackendUnavailable):
+            count_backend_error(self._metrics, ctx.route.name, exc.reason)
+        self.discard(ctx, cancel=cancel_reason(exc) or cancel)
 
     def finish(self, ctx: CallContext, request: CallRequest, final: FinalResponse, *, retry: bool = False) -> JsonObj:
         """Hand the session back and translate the backend's final answer (an error is raised as

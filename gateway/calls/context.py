@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gateway.backend_auth import BackendCredential, OutboundHeaders, RouteCredentials
 from gateway.bounded import LruTtlCache
 from gateway.calls.replay import Carry
 from gateway.config.model import RouteConfig
@@ -25,14 +26,24 @@ class Caller:
     """The caller's identity as :mod:`gateway.auth` established it: what holds are bound to and counted
     by, and what backend sessions and caches are keyed by. ``None``: anonymous."""
     forward_headers: dict[str, str]
+    """What the backend is sent on the caller's behalf (an :class:`OutboundHeaders` from the front door,
+    which also carries the credential each backend request resolves)."""
     forwarded: bool = False
     """The request came from another replica over the authenticated hop (never forwarded again)."""
 
     @property
+    def credential(self) -> BackendCredential | None:
+        """The route's own backend credential for this caller (``backend.auth``), if any."""
+        headers = self.forward_headers
+        return headers.credential if isinstance(headers, OutboundHeaders) else None
+
+    @property
     def session_identity(self) -> str | None:
-        """Key of the backend sessions this caller may use: the principal, plus the credential the
-        backend is sent when the route forwards it (a session's headers are fixed when it opens, so a
-        refreshed token gets its own session instead of riding on one opened with the old token)."""
+        """Key of the backend sessions this caller may use: the principal, plus the client's
+        ``Authorization`` only when the route forwards it as it came (a session's static headers are
+        fixed when it opens, so a refreshed token gets its own session instead of riding on one
+        opened with the old token). The gateway's own backend credential (``backend.auth``) is
+        resolved per request and never part of the key."""
         forwarded = self.forward_headers.get("Authorization")
         if forwarded is None or forwarded == self.principal:
             return self.principal
@@ -68,6 +79,8 @@ class CallContext:
 class RouteRuntime:
     config: RouteConfig
     pool: SessionPool
+    credentials: RouteCredentials
+    """What the backend is sent as credentials (``backend.auth``), resolved per backend request."""
     tool_schemas: LruTtlCache[str, dict[str, JsonObj]] = field(
         default_factory=lambda: LruTtlCache(TOOL_SCHEMA_ENTRIES, TOOL_SCHEMA_TTL)
     )

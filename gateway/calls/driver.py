@@ -20,7 +20,7 @@ import structlog
 from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 
-from gateway.calls.backend import Backend, cancel_reason
+from gateway.calls.backend import Backend
 from gateway.calls.context import CallContext
 from gateway.calls.replayer import Continue, Replayer
 from gateway.calls.request import Call
@@ -125,7 +125,7 @@ class CallDriver:
                 if isinstance(event, ServerRequest):
                     await self._backend.refuse_server_request(ctx, event, "not allowed during this method")
         except BaseException as exc:
-            self._backend.discard(ctx, cancel=cancel_reason(exc))
+            self._backend.failed(ctx, exc)
             raise
 
     # -- interactive methods ----------------------------------------------------------------
@@ -190,6 +190,8 @@ class CallDriver:
                 else:
                     event = await exchange.next(route.config.backend.timeout)
                 if isinstance(event, FinalResponse):
+                    for unasked in batch:  # the call ended before its client could be asked them
+                        exchange.unanswered(unasked)
                     return self._final(ctx, call, hold, event)
                 if isinstance(event, ServerNotification):
                     await call.notify(event)
@@ -205,7 +207,7 @@ class CallDriver:
         except BaseException as exc:  # incl. a client disconnect: free the session, cancel upstream
             if hold is not None:
                 self._registry.remove(hold)
-            self._backend.discard(ctx, cancel=cancel_reason(exc))
+            self._backend.failed(ctx, exc)
             raise
         if refused is not None:
             # The client did not declare what the backend needs (basic/index.mdx §_meta, a MUST):

@@ -15,13 +15,13 @@ from typing import Any
 import structlog
 
 from gateway.calls import replay
-from gateway.calls.backend import Backend, cancel_reason
+from gateway.calls.backend import Backend
 from gateway.calls.context import CallContext
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, HoldLost, Overloaded
 from gateway.holds.registry import HoldRegistry
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerNotification, ServerRequest
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import REPLAYED, Metrics
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import Claims, request_digest
 from gateway.translate import capabilities as caps
@@ -107,10 +107,10 @@ class Replayer:
             self._count_failed_forward(call, lost)
             raise
         except BaseException:  # the token is spent: the replay ran, and failed at the backend
-            self._metrics.forwards.labels(route.name, "replayed").inc()
+            self._metrics.forwards.labels(route.name, REPLAYED).inc()
             raise
         ctx.replay = transcript.carry
-        self._metrics.forwards.labels(route.name, "replayed").inc()
+        self._metrics.forwards.labels(route.name, REPLAYED).inc()
         log.info("hold_replayed", route=route.name, recorded=len(entries))
         ctx.session.attach(exchange)
         try:
@@ -126,10 +126,10 @@ class Replayer:
                         log.warning("replay_diverged", route=route.name, method=event.method)
                     transcript.stop(step)
                     return Continue(ctx, exchange, [event])
-                await ctx.session.respond(event.id, result=step.answer)
+                await self._backend.answer_server_request(ctx, event.id, event.method, step.answer)
                 ctx.replayed.append({"m": step.method, "k": step.key, "d": digest, "n": step.group, "r": step.answer})
         except BaseException as exc:
-            self._backend.discard(ctx, cancel=cancel_reason(exc) or "replay abandoned")
+            self._backend.failed(ctx, exc, cancel="replay abandoned")
             raise
         return Continue(ctx, exchange)
 

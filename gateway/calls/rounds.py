@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.calls.backend import Backend, cancel_reason
+from gateway.calls.backend import Backend
 from gateway.calls.context import CallContext
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, InvalidParams, MissingCapability
@@ -174,13 +174,13 @@ class Rounds:
         try:
             for key, answer in answers.items():
                 pending = hold.pending.pop(key)
-                await ctx.session.respond(pending.backend_id, result=answer)
+                await self._backend.answer_server_request(ctx, pending.backend_id, pending.method, answer)
                 for entry in hold.log:
                     if entry["k"] == key:
                         entry["r"] = answer
         except BaseException as exc:  # incl. a client disconnect: the hold must never stay claimed
             self._registry.remove(hold)
-            self._backend.discard(ctx, cancel=cancel_reason(exc))
+            self._backend.failed(ctx, exc)
             raise
 
     def consented(self, ctx: CallContext, hold: Hold[CallContext], answers: dict[str, JsonObj]) -> bool:

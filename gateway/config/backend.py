@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from gateway.config.backend_auth import BackendAuthConfig
 from gateway.config.checks import PositiveSeconds, Strict, check_http_url
 
 
@@ -103,7 +104,15 @@ class BackendConfig(Strict):
         description="Extra headers sent on every backend request (e.g. an API key). Not allowed for stdio.",
     )
     forward_authorization: bool = Field(
-        True, description="Forward the client's Authorization header to the backend (no effect for stdio)."
+        True,
+        description="Deprecated (use auth). Forward the client's Authorization header to the backend on a route "
+        "without auth.jwt and with auth mode none (no effect for stdio). On an auth.jwt route the client's token is "
+        "never forwarded unless auth.mode is passthrough; setting this to true there is an error.",
+    )
+    auth: BackendAuthConfig = Field(
+        default_factory=BackendAuthConfig,
+        description="The gateway's own credential for the backend, resolved on every backend HTTP request. "
+        "Not allowed for stdio (the server takes credentials from its environment).",
     )
     max_sessions: int = Field(
         256, ge=1, description="Upper bound on open backend sessions for this route (stdio: server processes)."
@@ -178,6 +187,19 @@ class BackendConfig(Strict):
         if headers and info.data.get("transport") == "stdio":
             raise ValueError("not allowed when transport is stdio (there is no HTTP request to carry them)")
         return headers
+
+    @field_validator("auth")
+    @classmethod
+    def _auth_for_transport(cls, auth: BackendAuthConfig, info: ValidationInfo) -> BackendAuthConfig:
+        if auth.mode == "none":
+            return auth
+        if info.data.get("transport") == "stdio":
+            raise ValueError("only mode none is allowed when transport is stdio (set the server's env instead)")
+        # One owner per header: the auth mode's header is never also a static backend.headers entry.
+        owned = "authorization" if auth.mode != "header" else auth.header_name.lower()
+        if any(name.lower() == owned for name in info.data.get("headers") or {}):
+            raise ValueError(f"backend.headers must not set {owned!r} when auth.mode is {auth.mode}")
+        return auth
 
 
 class HoldPolicy(Strict):

@@ -12,7 +12,7 @@ here rather than at the first call:
 
 State keys come from, in this order: ``MRTR_GATEWAY_STATE_KEYS`` (comma-separated), the file or
 directory named by ``state.keys_file`` (:func:`read_key_file`, re-read while running by
-:mod:`gateway.state.reload`), or ``state.keys``.
+:mod:`gateway.key_reload`), or ``state.keys``.
 """
 
 from __future__ import annotations

@@ -10,15 +10,17 @@ turns the validated model into the runtime settings the rest of the gateway read
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gateway.config.auth import AuthConfig, JwtAlgorithm, JwtConfig, ResourceMetadataConfig, TrustedHeaderConfig
 from gateway.config.backend import BackendConfig, BackendLimitsConfig, CacheHints, HoldPolicy
+from gateway.config.backend_auth import BackendAuthConfig, SecretRef
 from gateway.config.checks import PositiveSeconds, Strict, check_host, check_http_url, check_state_keys
 from gateway.config.sections import LimitsConfig, ListenConfig, LoggingConfig, ReplicasConfig, StateConfig
 
 __all__ = [
     "AuthConfig",
+    "BackendAuthConfig",
     "BackendConfig",
     "BackendLimitsConfig",
     "CacheHints",
@@ -34,6 +36,7 @@ __all__ = [
     "ResourceMetadataConfig",
     "RootConfig",
     "RouteConfig",
+    "SecretRef",
     "StateConfig",
     "TrustedHeaderConfig",
     "check_host",
@@ -79,6 +82,21 @@ class RouteConfig(Strict):
             "Requests made during a call always go to that call's client."
         ),
     )
+
+    @model_validator(mode="after")
+    def _no_token_forwarding_on_jwt_routes(self) -> RouteConfig:
+        # Migration: forward_authorization used to send a jwt route's client token upstream.
+        backend = self.backend
+        jwt_route = self.auth is not None and self.auth.jwt is not None
+        if jwt_route and backend.forward_authorization and "forward_authorization" in backend.model_fields_set:
+            raise ValueError(
+                "backend.forward_authorization: true is refused on an auth.jwt route: the client's token is "
+                "no longer sent upstream; use backend.auth (mode client_credentials, token_exchange or header, "
+                "or passthrough with acknowledge_token_passthrough: true) and drop forward_authorization"
+            )
+        if backend.auth.mode == "token_exchange" and not jwt_route:
+            raise ValueError("backend.auth.mode token_exchange needs auth.jwt (a verified client token to exchange)")
+        return self
 
     @field_validator("path")
     @classmethod

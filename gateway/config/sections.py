@@ -52,12 +52,15 @@ class ListenConfig(Strict):
     max_headers: int = Field(
         100, ge=16, le=1000, description="Most header lines one request may carry; more get HTTP 400."
     )
-    max_connections: int = Field(
-        1000,
+    max_connections: int | None = Field(
+        None,
         ge=1,
         description=(
-            "Most client connections open at once; past it a new connection gets one HTTP 503 and is closed. "
-            "Keep it below the process's open-file limit minus the backend connections."
+            "Most client connections open at once. At the cap the connection idle longest (waiting at least 10 s "
+            "for its next request) is closed to admit a new one; if none is, the new connection's request gets "
+            "HTTP 503 with Retry-After (data.reason 'overloaded', data.cause 'max_connections') and the "
+            "connection is closed. Default: null, a third of the open-file soft limit (ulimit -n) minus 256, "
+            "between 64 and 10000, leaving the rest for backend connections and stdio pipes."
         ),
     )
 
@@ -212,8 +215,11 @@ class ReplicasConfig(Strict):
     )
     forward_timeout: PositiveSeconds = Field(
         5,
-        description="Seconds to connect to the owning replica before the retry fails with the hold_lost error. "
-        "Once connected, the owner may stay silent for at most the route's backend.timeout.",
+        description="Seconds the owning replica has to accept the forwarded retry's connection and acknowledge it "
+        "(HTTP 100 Continue, sent by its HTTP server as soon as it reads the request) before the retry fails with "
+        "the hold_lost error (data.cause owner_unreachable without a connection, owner_unresponsive without the "
+        "acknowledgement: a stopped or stalled process). Once acknowledged, the owner may stay silent for at most "
+        "the route's backend.timeout.",
     )
     ca_file: str | None = Field(
         None,

@@ -22,8 +22,8 @@ from aiohttp import web
 from gateway.app import build_app
 from gateway.config.load import parse_config
 from gateway.demo.backend import start_demo_backend
+from gateway.keyset import generate_secret
 from gateway.observability.logging import configure_logging
-from gateway.state.codec import generate_secret
 
 MODERN = "2026-07-28"
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}

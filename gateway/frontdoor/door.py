@@ -15,16 +15,17 @@ import aiohttp
 from aiohttp import web
 
 from gateway.auth import AuthGates
+from gateway.backend_auth import OutboundHeaders
 from gateway.calls import CallDriver, Caller, RouteRuntime, ToolSchemas
 from gateway.config.load import Settings
 from gateway.drain import Drain
+from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.origin import OriginPolicy
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.replicas.forward import ReplicaHop
 from gateway.state.boundary import RequestStateBoundary
-from gateway.state.legacy_ids import LegacySessionIds
 from gateway.translate.cursors import Cursors
 
 
@@ -64,13 +65,20 @@ class Inbound:
     principal: str | None
     forwarded: bool
     """It came from another replica over the authenticated hop (never forwarded again)."""
+    token: str | None = None
+    """``auth.jwt`` routes: the client's verified bearer token."""
+    token_expires: float | None = None
+    """``auth.jwt`` routes: that token's ``exp`` (Unix time)."""
 
     def caller(self) -> Caller:
-        """Who calls, and what the backend is sent on their behalf (the route's headers, and the
-        client's ``Authorization`` when the route forwards it)."""
-        backend = self.route.config.backend
-        credential = self.request.headers.get("Authorization")
-        forward = dict(backend.headers)
-        if backend.forward_authorization and credential:
-            forward["Authorization"] = credential
-        return Caller(principal=self.principal, forward_headers=forward, forwarded=self.forwarded)
+        """Who calls, and what the backend is sent on their behalf: the route's headers, the
+        client's ``Authorization`` only where the route forwards it (never on an ``auth.jwt`` route
+        unless ``backend.auth.mode`` is ``passthrough``), and the route's own credential, resolved
+        per backend request (``backend.auth``)."""
+        credentials = self.route.credentials
+        forward = dict(self.route.config.backend.headers)
+        client = self.request.headers.get("Authorization")
+        if client and credentials.forwards_client_token:
+            forward["Authorization"] = client
+        credential = credentials.for_caller(self.principal, self.token, self.token_expires)
+        return Caller(self.principal, OutboundHeaders(forward, credential), self.forwarded)

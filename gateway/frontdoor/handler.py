@@ -65,7 +65,7 @@ def make_handler(door: FrontDoor, path: str) -> Handler:
             record.outcome = "rejected"
             record.reason = "auth"
             return identified
-        inbound = Inbound(request, route, body, identified.principal, forwarded)
+        inbound = Inbound(request, route, body, identified.principal, forwarded, identified.token, identified.expires)
         if legacy_passthrough.claims(door, inbound):
             return await legacy_passthrough.forward(door, inbound, with_body=request.method == "POST")
         return await _dispatch(door, inbound)

@@ -8,7 +8,7 @@ client inline on the POST's stream or the GET stream, and its answers go back th
 
 Session ids. The client gets its own backend session, but never the backend's id: on
 ``initialize`` the gateway seals the backend id (with a digest of the client's credential) into
-the id it returns (:class:`~gateway.state.legacy_ids.LegacySessionIds`), and opens it on every later
+the id it returns (:class:`~gateway.frontdoor.legacy_ids.LegacySessionIds`), and opens it on every later
 request. Nothing is
 stored, so any replica serves any legacy session. An id that does not open, or opens for another
 route or credential, answers 404, which is what a legacy server says for an expired session, so
@@ -43,12 +43,13 @@ from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from gateway import envelopes
+from gateway.backend_auth import BackendCredential
 from gateway.errors import BackendUnavailable, http_status_for
 from gateway.frontdoor.classify import LegacyHandshake
 from gateway.frontdoor.door import FrontDoor, Inbound
 from gateway.frontdoor.responses import error_response, json_response
 from gateway.legacy.wire import backend_errors
-from gateway.observability.requests import record_of
+from gateway.observability.requests import count_backend_error, record_of
 from gateway.relay import end_to_end, relay
 
 log = structlog.get_logger("gateway.frontdoor")
@@ -107,6 +108,39 @@ async def handshake(door: FrontDoor, inbound: Inbound, outcome: LegacyHandshake)
     return json_response(envelopes.error(message.get("id"), error), http_status_for(UNSUPPORTED_PROTOCOL_VERSION))
 
 
+async def _upstream(
+    door: FrontDoor,
+    inbound: Inbound,
+    body: bytes | None,
+    headers: dict[str, str],
+    credential: BackendCredential | None,
+) -> aiohttp.ClientResponse:
+    """Send the exchange upstream with the route's credential (``backend.auth``), resolved now; on a
+    401 the credential forgets what was sent and, if a new one may help, it is sent once more."""
+    backend = inbound.route.config.backend
+    url = backend.url
+    assert url is not None
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=backend.connect_timeout, sock_read=None)
+
+    async def send(sent: dict[str, str]) -> aiohttp.ClientResponse:
+        async with asyncio.timeout(backend.timeout):
+            return await door.http().request(
+                inbound.request.method,
+                url,
+                data=body,
+                headers={**headers, **sent},
+                timeout=timeout,
+                allow_redirects=False,
+            )
+
+    sent = await credential.headers() if credential is not None else {}
+    upstream = await send(sent)
+    if upstream.status == 401 and credential is not None and await credential.refused(sent):
+        upstream.release()
+        upstream = await send(await credential.headers())
+    return upstream
+
+
 async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.StreamResponse:
     """Forward one handshake-era exchange to the route's backend and stream the answer back."""
     request, route = inbound.request, inbound.route
@@ -121,9 +155,9 @@ async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.
 
     gateway_id = None if is_initialize else request.headers.get(SESSION_HEADER)
     backend_id = None
-    credential = request.headers.get("Authorization")
+    principal = inbound.principal  # session ids are bound to the caller, never to a backend credential
     if gateway_id is not None:
-        backend_id = door.legacy_ids.backend_id(gateway_id, route.name, credential)
+        backend_id = door.legacy_ids.backend_id(gateway_id, route.name, principal)
         if backend_id is None:
             record.failed(INVALID_REQUEST, "session_not_found")
             error = envelopes.error_object(INVALID_REQUEST, "Session not found")
@@ -132,21 +166,16 @@ async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.
     headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
     if body is None:
         headers.pop("Content-Type", None)
-    headers.update(backend.headers)
-    if backend.forward_authorization and credential:
-        headers["Authorization"] = credential
+    caller = inbound.caller()  # the client's Authorization only where the route forwards it
+    headers.update(caller.forward_headers)
     if backend_id is not None:
         headers[SESSION_HEADER] = backend_id
 
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=backend.connect_timeout, sock_read=None)
     try:
-        async with asyncio.timeout(backend.timeout):
-            upstream = await door.http().request(
-                request.method, backend.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
-            )
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        failure = _unavailable(exc)
-        door.metrics.backend_errors.labels(route.name, failure.reason).inc()
+        upstream = await _upstream(door, inbound, body, headers, caller.credential)
+    except (aiohttp.ClientError, TimeoutError, ValueError, BackendUnavailable) as exc:
+        failure = exc if isinstance(exc, BackendUnavailable) else _unavailable(exc)
+        count_backend_error(door.metrics, route.name, failure.reason)
         log.warning("legacy_passthrough_failed", route=route.name, reason=failure.reason, detail=failure.detail)
         record.failed(failure.code, failure.reason)
         return error_response(request_id, failure)
@@ -164,7 +193,7 @@ async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.
             if returned_id is not None:
                 out[SESSION_HEADER] = gateway_id
         elif is_initialize and returned_id and upstream.status == 200:
-            out[SESSION_HEADER] = door.legacy_ids.open(route.name, returned_id, credential)
+            out[SESSION_HEADER] = door.legacy_ids.open(route.name, returned_id, principal)
 
         def broken(exc: BaseException) -> None:
             log.warning("legacy_passthrough_stream_broken", reason=_unavailable(exc).reason)

@@ -176,7 +176,7 @@ async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) ->
     door.metrics.requests.labels(route.name, outcome.method, "listen").inc()
     record_of(inbound.request).outcome = "listen"
     try:
-        return await stream_listener(inbound.request, hub, listener)
+        return await stream_listener(inbound.request, hub, listener, until=inbound.token_expires)
     finally:
         door.hubs.leave(key)
         await door.hubs.close_idle()

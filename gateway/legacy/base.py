@@ -29,7 +29,7 @@ import structlog
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
-from gateway.errors import BackendUnavailable
+from gateway.errors import BackendUnavailable, GatewayError
 from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
     CLAIMABLE_METHODS,
@@ -41,8 +41,10 @@ from gateway.legacy.session import (
     ServerRequest,
     SessionExpired,
     Unclaimed,
+    expiry_answer,
 )
 from gateway.legacy.wire import backend_errors, final_response
+from gateway.tasks import TaskGroup
 
 __all__ = ["CLIENT_INFO", "LegacySessionBase", "backend_errors"]
 
@@ -81,6 +83,9 @@ class LegacySessionBase(abc.ABC):
         self.keep_unclaimed = True
         """False for a session no interactive call will ever lease (a listener): refuse them at once."""
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
+        self.tasks = TaskGroup("legacy-session")
+        """Owns the answers to server requests whose call ended unread (:meth:`_unread`); a pool
+        gives its sessions its own group, which the application ends at shutdown."""
         self._init_transport()
 
     @abc.abstractmethod
@@ -133,7 +138,20 @@ class LegacySessionBase(abc.ABC):
         """An exchange bounded by the route's limits; crossing one breaks this session."""
         exchange = BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
         exchange.settle = self.ping_round_trip
+        exchange.on_unread = self._unread
         return exchange
+
+    def _unread(self, request: ServerRequest) -> None:
+        """A server request attributed to a call that ended without reading or answering it: answered
+        here (an elicitation cancelled, anything else a JSON-RPC error), with a log line, so the server
+        is never left waiting and nothing is lost silently."""
+        log.info("server_request_unanswered", method=request.method, reason="its call ended first")
+        self.tasks.spawn(self._answer_unread(request), name="legacy-answer-unread")
+
+    async def _answer_unread(self, request: ServerRequest) -> None:
+        result, error = expiry_answer(request.method, "The request this belongs to has ended")
+        with contextlib.suppress(GatewayError, SessionExpired):
+            await self.respond(request.id, result=result, error=error)
 
     async def ping_round_trip(self) -> None:
         """One ``ping`` sent and answered: the backend has run what it had ready before (how a
@@ -144,6 +162,8 @@ class LegacySessionBase(abc.ABC):
             while not isinstance(event := await exchange.next(self._timeout), FinalResponse):
                 if self._attached is not None:
                     self._attached.push(event)
+                elif isinstance(event, ServerRequest):
+                    exchange.unanswered(event)
         finally:
             exchange.close_nowait()
 
@@ -176,6 +196,7 @@ class LegacySessionBase(abc.ABC):
             self._unclaimed.append(Unclaimed(request, time.monotonic()))
             log.info("server_request_unclaimed", method=request.method)
             return
+        log.info("server_request_refused", method=request.method, reason="no call in flight")
         await self.respond(
             request.id,
             error={"code": METHOD_NOT_FOUND, "message": "No client request is in flight for this server request"},
@@ -199,8 +220,9 @@ class LegacySessionBase(abc.ABC):
             async with asyncio.timeout(min(self._timeout, 5.0)):
                 exchange = await self.start("ping", {}, {})
                 try:
-                    while not isinstance(await exchange.next(self._timeout), FinalResponse):
-                        pass
+                    while not isinstance(event := await exchange.next(self._timeout), FinalResponse):
+                        if isinstance(event, ServerRequest):
+                            await self._unowned(event)  # nobody holds the session yet
                 finally:
                     exchange.close_nowait()
                 if self._self_answering:
@@ -241,6 +263,8 @@ class LegacySessionBase(abc.ABC):
                 raise ValueError("malformed JSON-RPC message")
             if "id" in message:
                 request_id = message["id"]
+                if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+                    raise ValueError("malformed JSON-RPC request id")  # MCP: a string or an integer
                 if method == "ping":
                     await self.respond(request_id, result={})
                     return

@@ -89,7 +89,9 @@ class CallStream:
 
     async def _feed(self, chunk: bytes, exchange: Exchange) -> None:
         """Route the messages ``chunk`` completes, giving the loop a turn after each
-        :data:`~gateway.turns.LOOP_HOLD_SECONDS` of parsing; stop at the answer."""
+        :data:`~gateway.turns.LOOP_HOLD_SECONDS` of parsing. The stream is read no further than the
+        answer's chunk; what that chunk holds after the answer is routed all the same (a server
+        request there is answered by the session, see :meth:`~gateway.legacy.session.Exchange.unanswered`)."""
         loop = asyncio.get_running_loop()
         held_since = loop.time()
         parser = self._parser
@@ -105,9 +107,8 @@ class CallStream:
                 if not event.data or event.event != "message":
                     continue
                 await self._session.dispatch_event(event.data, exchange)
-                if exchange.answered:
+                if exchange.answered and not self._over:
                     self._answered(exchange)
-                    return
             if loop.time() - held_since > LOOP_HOLD_SECONDS:
                 await give_turn()
                 held_since = loop.time()

@@ -13,6 +13,7 @@ import aiohttp.payload
 from yarl import URL
 
 from gateway import fastjson
+from gateway.backend_auth import BackendCredential, OutboundHeaders
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import LegacySessionBase
 from gateway.legacy.limits import BackendLimits
@@ -62,8 +63,13 @@ class HttpSessionBase(LegacySessionBase):
         connect_timeout: float,
         offer_version: str | None = None,
         limits: BackendLimits | None = None,
+        credential: BackendCredential | None = None,
     ) -> None:
         self._http = http
+        if credential is None and isinstance(headers, OutboundHeaders):
+            credential = headers.credential
+        self._credential = credential
+        """The gateway's credential for the backend, asked for on every request (``backend.auth``)."""
         self._url = url
         self._target = URL(url)
         """``url`` parsed once: every request of the session goes there."""
@@ -83,17 +89,38 @@ class HttpSessionBase(LegacySessionBase):
         )
 
     async def _send(self, method: str, url: str | URL, *, what: str, **kwargs: Any) -> aiohttp.ClientResponse:
-        """One backend HTTP request; redirects are followed only within the backend URL's origin.
+        """One backend HTTP request, with the route's credential (``backend.auth``) resolved now.
 
-        The route's ``backend.headers`` and a forwarded ``Authorization`` were meant for the backend
-        URL's origin: a redirect elsewhere fails with ``redirect_refused`` and nothing is sent
-        there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
-        POST needs), at most :data:`MAX_REDIRECTS` times. The caller releases the response.
+        A 401 from the backend makes the credential forget what was sent and, if a new one may
+        help (a refetched token, a rotated secret file), the request is sent once more.
+        The caller releases the response.
         """
-        origin = self._origin
         target = self._target if url is self._url else URL(url)
         body = kwargs.pop("json", None)
         encoded = None if body is None else fastjson.dumps(body)
+        credential = self._credential
+        if credential is None:
+            return await self._follow(method, target, encoded, what=what, **kwargs)
+        headers = kwargs.pop("headers", None) or {}
+        sent = await credential.headers()
+        resp = await self._follow(method, target, encoded, what=what, headers={**headers, **sent}, **kwargs)
+        if resp.status != 401 or not await credential.refused(sent):
+            return resp
+        resp.release()
+        sent = await credential.headers()
+        return await self._follow(method, target, encoded, what=what, headers={**headers, **sent}, **kwargs)
+
+    async def _follow(
+        self, method: str, target: URL, encoded: bytes | None, *, what: str, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        """Send, following redirects only within the backend URL's origin.
+
+        The route's ``backend.headers`` and the backend credential were meant for the backend
+        URL's origin: a redirect elsewhere fails with ``redirect_refused`` and nothing is sent
+        there. Only 307/308 are followed (they keep the method and the body, which a JSON-RPC
+        POST needs), at most :data:`MAX_REDIRECTS` times.
+        """
+        origin = self._origin
         for _ in range(MAX_REDIRECTS + 1):
             if encoded is not None:
                 kwargs["data"] = _request_body(encoded)

@@ -69,6 +69,7 @@ class BoundedExchange(Exchange):
     def push_sized(self, event: ExchangeEvent | BackendUnavailable, size: int) -> None:
         """Queue ``event`` (``size`` bytes on the wire), or fail the exchange past a queue bound."""
         if self.done or self.answered:
+            super().push(event)  # not queued; a server request is answered (Exchange.unanswered)
             return
         if not isinstance(event, FinalResponse | BackendUnavailable):
             limits = self.limits

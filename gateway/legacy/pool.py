@@ -63,7 +63,7 @@ class PooledSession:
     shared: int = 0
     """Plain calls (lists, completion, discover) using it at the same time."""
     doomed: bool = False
-    """Close it when the last user leaves (broken, or an abandoned call may still run on it)."""
+    """Close it when its last user leaves; lease it to nobody (broken, abandoned call, or a client's roots)."""
     reopening: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -359,6 +359,7 @@ class SessionPool:
         session = self._new_session(normalized_caps, headers)
         session.notification_sink = sink
         session.keep_unclaimed = sink is None  # a listener's session is never leased by a call
+        session.tasks = self._tasks
         self.initializations += 1
         if self._on_initialize is not None:
             self._on_initialize(self._route.name)

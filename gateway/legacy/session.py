@@ -26,7 +26,8 @@ A server request that arrives while no call owns the session (typically ``roots/
 ``notifications/initialized``, which many servers ask once and cache) is *unclaimed*: the session
 answers it itself when it was told how (``self_answers``, e.g. a route's static roots), else keeps it
 (bounded, ``MAX_UNCLAIMED``) until the next interactive call takes it with
-:meth:`BackendSession.take_unclaimed` or the pool expires it with :func:`expiry_answer`.
+:meth:`BackendSession.take_unclaimed` or the pool expires it with :func:`expiry_answer`. One
+attributed to a call that ends without reading it is answered by the session (:meth:`Exchange.unanswered`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class Exchange:
     """The final response (or a failure) has been pushed; the reader may stop."""
     on_answer: Callable[[float], None] | None = None
     """Told the backend's answer time when the answer is read (:meth:`backend_turn`)."""
+    on_unread: Callable[[ServerRequest], None] | None = None
+    """Told each server request no reader will answer (:meth:`unanswered`); the session answers it."""
     _turn_since: float | None = field(default_factory=time.monotonic)
     _answer_time: float | None = None
 
@@ -142,6 +145,9 @@ class Exchange:
     _expired: bool = False
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
+        if isinstance(event, ServerRequest) and (self.done or self.answered):
+            self.unanswered(event)  # its call has its answer: nobody will read this one
+            return
         if not self.done and not self.answered:
             if self._turn_since is not None and isinstance(event, ServerRequest | FinalResponse):
                 # Stamped on arrival, reported when read: the gateway's own delays stay out of it.
@@ -337,12 +343,26 @@ class Exchange:
     """The reader has pushed the final response and is reading the rest of its stream (a bounded
     drain, see :func:`~gateway.legacy.wire.drain`) so that its connection goes back to the pool."""
 
+    def unanswered(self, request: ServerRequest) -> None:
+        """``request`` belongs to this exchange, whose call will not answer it: pushed after the answer
+        or the close, still queued at the close, or given back by a reader that stops (:attr:`on_unread`)."""
+        if self.on_unread is not None:
+            self.on_unread(request)
+
+    def _give_back_unread(self) -> None:
+        """The exchange is closed: the server requests still queued will never be read."""
+        while not self.queue.empty():
+            item = self.queue.get_nowait()
+            if isinstance(item, ServerRequest):
+                self.unanswered(item)
+
     def close_nowait(self) -> None:
         """Stop the reader without waiting (it releases its HTTP response as it unwinds).
 
         A reader that is only draining after the answer is left to finish: cancelling it would close
         a connection the next request could have reused (one new TCP connection per call)."""
         self.done = True
+        self._give_back_unread()
         self._end_fence()
         self._close_stream()
         if self.reader is not None and not self.reader.done() and not self.draining:
@@ -355,6 +375,7 @@ class Exchange:
 
     async def aclose(self) -> None:
         self.done = True
+        self._give_back_unread()
         self._end_fence()
         self._close_stream()
         if self.reader is not None and not self.reader.done():
@@ -372,12 +393,14 @@ class Unclaimed:
     since: float
 
 
-def expiry_answer(method: str) -> tuple[JsonObj | None, JsonObj | None]:
+def expiry_answer(
+    method: str, message: str = "The client did not answer in time"
+) -> tuple[JsonObj | None, JsonObj | None]:
     """``(result, error)`` the gateway answers a server request nobody will answer (hold-expiry rules):
     an elicitation is cancelled (never a made-up decline), anything else gets a JSON-RPC error."""
     if method == "elicitation/create":
         return {"action": "cancel"}, None
-    return None, {"code": INTERNAL_ERROR, "message": "The client did not answer in time"}
+    return None, {"code": INTERNAL_ERROR, "message": message}
 
 
 class SessionExpired(Exception):

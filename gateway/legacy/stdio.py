@@ -15,7 +15,8 @@ Wire: newline-delimited JSON-RPC on stdin/stdout, one message per line, no embed
 (JSON escapes them). Published servers print on stdout too - startup banners ("... running on
 stdio"), debug prints - so a line that is not JSON-RPC is logged (truncated, rate-limited: see
 :class:`NoiseLog`) and skipped; only a line over ``max_message_bytes`` (16 MiB by default) fails
-the session with ``malformed_response``, as does a JSON-RPC message that cannot be routed.
+the session with ``malformed_response``, as do a line nested deeper than
+:data:`~gateway.legacy.wire.MAX_NESTING` and a JSON-RPC message that cannot be routed.
 stderr is drained into a bounded ring buffer, logged at debug when the process is stopped. A
 single reader task routes every stdout message through
 :meth:`~gateway.legacy.base.LegacySessionBase._dispatch`, as :mod:`gateway.legacy.http_sse` does

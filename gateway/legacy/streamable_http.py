@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 
 import aiohttp
@@ -33,13 +32,13 @@ from gateway.legacy.session import (
     Exchange,
     FinalResponse,
     JsonObj,
+    ServerRequest,
     SessionExpired,
 )
 from gateway.legacy.wire import (
     backend_errors,
     final_response,
     jittered,
-    jsonrpc_messages,
     message_size,
     parse_messages,
     read_bounded,
@@ -137,7 +136,8 @@ class StreamableHttpSession(HttpSessionBase):
             exchange.stream = CallStream(self, resp, exchange)
             return exchange
         try:
-            exchange.push(await self._single_response(resp, request_id))
+            with backend_errors(method):
+                exchange.push(await self._single_response(resp, request_id))
         finally:
             resp.release()
         return exchange
@@ -197,7 +197,7 @@ class StreamableHttpSession(HttpSessionBase):
         try:
             async with asyncio.timeout(self._timeout):
                 raw = await read_bounded(resp.content, _MAX_ERROR_BYTES, what=what)
-            message = jsonrpc_messages(json.loads(raw))[0]
+            message = (await parse_messages(raw))[0]
             if "error" in message and message.get("id") in (request_id, None):
                 return final_response(message)
         except (ValueError, BackendUnavailable, TimeoutError, aiohttp.ClientError):
@@ -229,6 +229,8 @@ class StreamableHttpSession(HttpSessionBase):
                 event = await exchange.next(self._timeout)
                 if isinstance(event, FinalResponse):
                     return event
+                if isinstance(event, ServerRequest):
+                    exchange.unanswered(event)  # no call is there to ask it
         if not ctype.startswith("application/json"):
             raise BackendUnavailable("malformed_response", f"unexpected Content-Type {ctype or 'none'!r}")
         raw = await self._read_body(resp, what="response")

@@ -2,9 +2,10 @@
 
 Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
 :class:`~gateway.errors.BackendUnavailable` in :class:`backend_errors`, the only place that knows
-aiohttp's exception tree. :func:`jsonrpc_messages` and :func:`final_response` are the only
-readers of a backend's JSON-RPC envelope; :func:`sse_events` and :func:`read_bounded` the only
-readers of a backend HTTP body, both bounded in bytes and in how long they hold the event loop.
+aiohttp's exception tree. :func:`decode_json` is the only decoder of a backend's JSON (UTF-8 only,
+nesting bounded by :data:`MAX_NESTING`); :func:`jsonrpc_messages` and :func:`final_response` are
+the only readers of a backend's JSON-RPC envelope; :func:`sse_events` and :func:`read_bounded` the
+only readers of a backend HTTP body, both bounded in bytes and in how long they hold the event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
@@ -53,13 +54,58 @@ class backend_errors:  # used as ``with backend_errors(what):``, like the functi
             raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
         if isinstance(exc, aiohttp.ClientError):
             raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
-        if isinstance(exc, ValueError | UnicodeDecodeError):
+        if isinstance(exc, ValueError | RecursionError):  # incl. JSONDecodeError, UnicodeDecodeError
             raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
+
+
+_JITTER = random.Random()  # noqa: S311 - jitter, not a secret
+"""A generator of its own: the global one is left alone (property-based tests watch it while they draw)."""
 
 
 def jittered(seconds: float) -> float:
     """``seconds`` spread over [50 %, 100 %], so sessions dropped together do not come back together."""
-    return seconds * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+    return seconds * (0.5 + _JITTER.random() / 2)
+
+
+MAX_NESTING: Final = 512
+"""Deepest nesting of arrays and objects accepted in one backend message, counted from the message
+itself (its envelope is 1, ``result`` 2): deeper is ``malformed_response``. Far beyond any real
+result, and shallow enough that nothing which later walks a message (translating, encoding it)
+comes near Python's recursion limit, whatever the stack it runs on."""
+
+
+def decode_json(raw: str | bytes) -> Any:
+    """The one decoder of a backend's JSON: ``raw`` (bytes: UTF-8, a leading BOM ignored) decoded,
+    or ``ValueError`` (not JSON, not UTF-8), or ``BackendUnavailable("malformed_response")`` when it
+    nests deeper than :data:`MAX_NESTING` - a failure of the message, not a line to skip (stdio).
+
+    The bound is checked by one iterative walk of the decoded arrays and objects only: about nothing
+    for a text result, at most the parse's own cost for a message of many small objects. Nesting the
+    decoder itself cannot follow (thousands deep) stops it at once (``RecursionError``)."""
+    text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise BackendUnavailable("malformed_response", f"a message nested deeper than {MAX_NESTING}") from None
+    if _nests_deeper(value, MAX_NESTING):
+        raise BackendUnavailable("malformed_response", f"a message nested deeper than {MAX_NESTING}")
+    return value
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node, depth = pop()
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                if depth >= limit:
+                    return True
+                push((child, depth + 1))
+    return False
 
 
 def jsonrpc_messages(payload: Any) -> list[JsonObj]:
@@ -157,7 +203,7 @@ async def sse_events(
 
 
 async def parse_messages(raw: str | bytes) -> list[JsonObj]:
-    """The JSON-RPC messages of one backend message (``json.loads``, then :func:`jsonrpc_messages`).
+    """The JSON-RPC messages of one backend message (:func:`decode_json`, then :func:`jsonrpc_messages`).
 
     Parsing a large message is one step nothing can split (4 MiB: about 5 ms here). When it has
     held the event loop past :data:`~gateway.turns.LOOP_HOLD_SECONDS`, the loop gets a turn before
@@ -166,7 +212,7 @@ async def parse_messages(raw: str | bytes) -> list[JsonObj]:
     """
     loop = asyncio.get_running_loop()
     started = loop.time()
-    messages = jsonrpc_messages(json.loads(raw))
+    messages = jsonrpc_messages(decode_json(raw))
     if loop.time() - started > LOOP_HOLD_SECONDS:
         await give_turn()
     return messages

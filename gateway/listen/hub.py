@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gateway.errors import GatewayError, Overloaded
-from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification
+from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification, ServerRequest
 from gateway.listen.translate import Listener
 from gateway.translate.results import server_info_of
 
@@ -80,6 +80,8 @@ class ListenHub:
                     if event.error is not None:
                         raise GatewayError(f"Backend refused {method}", data={"reason": "backend_error"})
                     return
+                if isinstance(event, ServerRequest):
+                    exchange.unanswered(event)  # a listener has nobody to ask
         finally:
             await exchange.aclose()
 

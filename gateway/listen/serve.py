@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from aiohttp import web
 
@@ -15,16 +16,25 @@ from gateway.listen.translate import Listener
 KEEPALIVE_SECONDS = 15.0
 
 
-async def stream_listener(request: web.Request, hub: ListenHub, listener: Listener) -> web.StreamResponse:
-    """Serve one listen stream: the acknowledgement first, then notifications, until either side ends."""
+async def stream_listener(
+    request: web.Request, hub: ListenHub, listener: Listener, *, until: float | None = None
+) -> web.StreamResponse:
+    """Serve one listen stream: the acknowledgement first, then notifications, until either side ends.
+
+    ``until`` (Unix time): the client's token expires then (``auth.jwt``), and the stream ends with
+    it, without a result, so the client reconnects with a fresh token."""
     response = await open_sse(request)
     try:
         await response.write(sse_event(listener.acknowledgement()))
         while True:
+            wait = KEEPALIVE_SECONDS if until is None else min(KEEPALIVE_SECONDS, until - time.time())
+            if wait <= 0:
+                return response
             try:
-                message = await asyncio.wait_for(listener.queue.get(), KEEPALIVE_SECONDS)
+                message = await asyncio.wait_for(listener.queue.get(), wait)
             except TimeoutError:
-                await response.write(SSE_PING)
+                if until is None or time.time() < until:
+                    await response.write(SSE_PING)
                 continue
             if message is None:
                 return response  # backend lost: end without a result so the client reconnects

@@ -153,7 +153,21 @@ SESSION_STATES: Final[tuple[str, ...]] = ("idle", "interactive", "shared", "list
 ``interactive`` leased to one interactive call (running or held), ``shared`` serving plain calls,
 ``idle`` pooled, ``listen`` serving a ``subscriptions/listen`` stream, ``opening`` in its handshake."""
 
-ROUNDS_BUCKETS: Final = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50)
+FORWARDED: Final = "forwarded"
+OWNER_UNREACHABLE: Final = "owner_unreachable"
+OWNER_UNRESPONSIVE: Final = "owner_unresponsive"
+OWNER_FAILED: Final = "owner_failed"
+REPLAYED: Final = "replayed"
+FORWARD_OUTCOMES: Final[tuple[str, ...]] = (FORWARDED, OWNER_UNREACHABLE, OWNER_UNRESPONSIVE, OWNER_FAILED, REPLAYED)
+"""The ``outcome`` of ``forwards_total``, the one list (:mod:`gateway.replicas.forward` and
+:mod:`gateway.calls.replayer` count with these names): forwarded to the owner, the owner not
+reached, not acknowledging, or failing after it acknowledged, or the lost call replayed here."""
+
+ROUNDS_BUCKETS: Final = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 50)
+"""Rounds are whole numbers, so the bucket ``(k-1, k]`` holds exactly the calls that took ``k``.
+``histogram_quantile`` interpolates inside a bucket (from 0 in the first): calls that all took 1
+round read 0.5. ``ceil()`` of it is exact where buckets are consecutive integers: every count up to
+10, the default ``holds.max_rounds`` (the dashboard takes the ``ceil``)."""
 HOLD_AGE_BUCKETS: Final = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 LOOP_LAG_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -308,6 +322,15 @@ class Metrics:
             Gauge("mrtr_gateway_backend_sessions", "Open backend sessions by route", ["route"], registry=r),
             _route(),
         )
+        self.backend_token_passthrough = Bounded(
+            Gauge(
+                "mrtr_gateway_backend_token_passthrough",
+                "1 on a route whose backend.auth.mode is passthrough (the client's token is sent upstream)",
+                ["route"],
+                registry=r,
+            ),
+            _route(),
+        )
         self.forwards = Bounded(
             Counter(
                 "mrtr_gateway_forwards",
@@ -394,6 +417,33 @@ class Metrics:
 
     def hold_observer(self) -> HoldMetrics:
         return HoldMetrics(self)
+
+    def route_built(
+        self,
+        route: str,
+        *,
+        backend_causes: Iterable[str],
+        forward_outcomes: Iterable[str] = FORWARD_OUTCOMES,
+        auth_reasons: Iterable[str] = (),
+    ) -> None:
+        """Create every series of ``route`` with a known label set, at 0, before anything happens.
+
+        A series that appears at its first increment has no earlier sample for ``rate()`` to
+        compare with: the first burst after a pod starts is invisible (4 holds expired, ``increase``
+        0, an expiration ratio of NaN). So the route label times each fixed set, from its one source
+        (``gateway.errors.BACKEND_CAUSES``, :data:`FORWARD_OUTCOMES`, the route's auth reasons), is
+        created here, through :meth:`Bounded.labels`: counted against the label caps like any value,
+        each set well inside its cap (``tests/unit/test_metric_label_sets.py``)."""
+        for family in (self.hold_expirations, self.input_rounds, self.backend_initializations):
+            family.labels(route)
+        self.call_rounds.labels(route)
+        self.hold_age.labels(route)
+        for cause in backend_causes:
+            self.backend_errors.labels(route, cause)
+        for outcome in forward_outcomes:
+            self.forwards.labels(route, outcome)
+        for reason in auth_reasons:
+            self.auth_refusals.labels(route, reason)
 
     @classmethod
     def create(cls) -> Metrics:

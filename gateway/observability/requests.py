@@ -9,7 +9,9 @@ another replica, operational endpoints, and requests whose client went away befo
 * gives the handlers a :class:`RequestRecord` (:func:`record_of`) to fill in as they learn what the
   request is and how it ended;
 * writes exactly one canonical ``request`` line when the response is done, and observes exactly one
-  ``mrtr_gateway_request_seconds`` sample.
+  ``mrtr_gateway_request_seconds`` sample;
+* makes the record the current one while the request runs, so a backend failure is counted at most
+  once per client request however many backend requests failed for it (:func:`count_backend_error`).
 
 The line carries: ``request_id``, ``route``, ``rpc_method``, ``target`` (tool or prompt name, or
 resource URI, cut to :data:`TARGET_CHARS`), ``outcome`` (``complete``, ``input_required``, ``error``
@@ -29,6 +31,7 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -74,6 +77,8 @@ class RequestRecord:
     backend_status: int | None = None
     era: str | None = None
     forwarded: bool = False
+    backend_failed: bool = False
+    """A backend failure of this request was counted in ``backend_errors_total`` (never logged)."""
 
     def call(self, route: str, method: str, target: str | None = None) -> None:
         self.route, self.rpc_method = route, method
@@ -104,6 +109,26 @@ class RequestRecord:
 
 
 RECORD: Final = web.RequestKey("request_record", RequestRecord)
+_CURRENT: Final[ContextVar[RequestRecord | None]] = ContextVar("mrtr_gateway_request_record", default=None)
+"""The record of the client request being served (set by the middleware; tasks it starts inherit it)."""
+
+
+def count_backend_error(metrics: Metrics, route: str, reason: str) -> None:
+    """Count a backend failure in ``mrtr_gateway_backend_errors_total``, once per client request.
+
+    One client request may meet the same dead backend several times: a ``tools/call`` first looks up
+    the tool's input schema (a ``tools/list``), then makes the call; a failed call may list the
+    backend's catalogue. Counting each made ``backend_errors / requests`` read 200 % on a dead route
+    and the ``BackendUnavailable`` alert fire at half its threshold. The first failure of a request
+    is counted, under its reason; later ones are not (background work a request started, such as
+    cancelling its abandoned call, inherits its record). Work that belongs to no client request
+    (answering a hold the reaper expired) counts each failure."""
+    record = _CURRENT.get()
+    if record is not None:
+        if record.backend_failed:
+            return
+        record.backend_failed = True
+    metrics.backend_errors.labels(route, reason).inc()
 
 
 def record_of(request: web.Request) -> RequestRecord:
@@ -154,6 +179,7 @@ def request_middleware(metrics: Metrics, replica: str) -> Middleware:
         structlog.contextvars.clear_contextvars()
         record = RequestRecord(request_id=_request_id(request))
         request[RECORD] = record
+        current = _CURRENT.set(record)
         structlog.contextvars.bind_contextvars(request_id=record.request_id)
         started = time.perf_counter()
         status = 500
@@ -184,5 +210,6 @@ def request_middleware(metrics: Metrics, replica: str) -> Middleware:
                 duration_ms=round(elapsed * 1000, 2),
             )
             structlog.contextvars.clear_contextvars()
+            _CURRENT.reset(current)
 
     return observe

@@ -1,7 +1,7 @@
 """Authentication of the internal forwarding hop between replicas.
 
-Replicas share the requestState key ring, so the hop is authenticated with an HMAC keyed from the
-same secrets (HKDF, its own label, so the hop key is never the sealing key). The header is::
+Replicas share the state keys, so the hop is authenticated with an HMAC under their
+:attr:`~gateway.keyset.Label.REPLICA_HOP` keys (never the sealing key). The header is::
 
     X-Mrtr-Forwarded: v2.<unix seconds>.<nonce>.<base64url HMAC-SHA256(message)>
 
@@ -17,8 +17,9 @@ same secrets (HKDF, its own label, so the hop key is never the sealing key). The
 * Decoding is strict: ASCII digits only, exactly one base64url spelling per value (no padding, no
   non-canonical trailing bits), so a token has exactly one accepted form.
 
-The first secret signs, every secret verifies (rotation). A forwarded request is never forwarded
-again, so a misrouted hop cannot loop. The hop carries clients' requests and credentials: it must
+The first secret's key signs, every one verifies, asked for on every hop, so a key reload rotates
+the hop with every other token format. A forwarded request is never forwarded again, so a
+misrouted hop cannot loop. The hop carries clients' requests and credentials: it must
 run on a private network or over TLS (an ``https`` advertise URL).
 """
 
@@ -29,17 +30,15 @@ import hmac
 import re
 import secrets
 import time
-from collections.abc import Sequence
 from typing import Final
 
 from gateway.bounded import MemoryFull, OnceMemory
-from gateway.state.encoding import b64url_decode_strict, b64url_nopad, derive_key
+from gateway.keyset import KeySet, Label, b64url_decode_strict, b64url_nopad
 
 FORWARD_HEADER: Final = "X-Mrtr-Forwarded"
 MAX_SKEW: Final = 30
 NONCE_MEMORY: Final = 100_000
 """Nonces remembered per replica: room for more than 1,600 hops a second over the validity window."""
-_INFO: Final = b"mrtr-gateway/replica-forward/v2/hmac-sha256"
 _TOKEN_RE: Final = re.compile(r"v2\.([0-9]{1,12})\.([A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})", re.ASCII)
 
 
@@ -58,16 +57,9 @@ def _digest(text: str | None) -> bytes:
 class ForwardSigner:
     """Signs hops with the first secret; verifies with every secret and refuses a nonce seen before."""
 
-    def __init__(self, secrets_: Sequence[bytes], *, nonce_memory: int = NONCE_MEMORY) -> None:
-        self._keys: tuple[bytes, ...] = ()
-        self.rekey(secrets_)
+    def __init__(self, keys: KeySet, *, nonce_memory: int = NONCE_MEMORY) -> None:
+        self._keys = keys
         self._nonces: OnceMemory[str] = OnceMemory(nonce_memory)
-
-    def rekey(self, secrets_: Sequence[bytes]) -> None:
-        """Sign with the first of ``secrets_`` from now on, and verify with any of them (key reload)."""
-        if not secrets_:
-            raise ValueError("at least one secret is needed to sign forwarded requests")
-        self._keys = tuple(derive_key(s, _INFO) for s in secrets_)
 
     @staticmethod
     def _message(
@@ -89,7 +81,7 @@ class ForwardSigner:
         ts = str(int(time.time() if now is None else now))
         nonce = b64url_nopad(secrets.token_bytes(16))
         message = self._message(ts, nonce, method, target, path, credential, body)
-        mac = hmac.new(self._keys[0], message, hashlib.sha256).digest()
+        mac = hmac.new(self._keys[Label.REPLICA_HOP][0], message, hashlib.sha256).digest()
         return f"v2.{ts}.{nonce}.{b64url_nopad(mac)}"
 
     def check(
@@ -118,7 +110,8 @@ class ForwardSigner:
         if abs(current - ts) > MAX_SKEW:
             return "stale"
         message = self._message(ts_text, nonce, method, target, path, credential, body)
-        if not any(hmac.compare_digest(hmac.new(k, message, hashlib.sha256).digest(), given) for k in self._keys):
+        keys = self._keys[Label.REPLICA_HOP]
+        if not any(hmac.compare_digest(hmac.new(k, message, hashlib.sha256).digest(), given) for k in keys):
             return "bad_signature"
         try:
             if not self._nonces.first_use(nonce, ts + MAX_SKEW + 1, now=current):

@@ -5,18 +5,29 @@ How the hop can fail decides what the route may do next:
 * no connection could be made (refused, or no answer to the connect within
   ``replicas.forward_timeout``): the owner is not at its address, :data:`OWNER_UNREACHABLE` — the
   one failure after which a replay route may replay;
-* anything after the request was sent (the owner hung past the route's ``backend.timeout``, or
-  dropped the connection), and TLS failures: the owner may be alive and running the call, so the
-  client gets the hold-lost error and nothing is replayed.
+* connected, but no acknowledgement within ``replicas.forward_timeout`` (:data:`OWNER_UNRESPONSIVE`):
+  the owner's kernel accepts connections while the process is stopped (SIGSTOP, a stalled node), so
+  the hop asks for ``Expect: 100-continue`` and the owner's HTTP server answers ``100 Continue`` as
+  soon as its event loop reads the request head, before any of the gateway's work; the body is sent
+  after it. No ``100`` (nor a final answer) within ``forward_timeout`` of the hop's start (plus
+  :data:`ACK_MARGIN`, so that a connect timing out is still told apart): the hop gives up. The owner
+  may resume, so nothing is replayed;
+* anything after the acknowledgement (the owner's handler silent past the route's
+  ``backend.timeout``, or a dropped connection), and TLS failures: :data:`OWNER_FAILED`; the owner
+  may be alive and running the call, so the client gets the hold-lost error and nothing is
+  replayed.
 
-A silent owner never keeps the client past the route's ``backend.timeout``: that is the read
-timeout of the hop. If it strikes after the owner's answer has begun, an SSE answer is ended with
-a JSON-RPC error event; any other answer is cut off. The answer is streamed by the gateway's one
-relay (:mod:`gateway.relay`).
+``100 Continue`` is informational: the status, headers and body the client receives are the
+owner's final answer, unchanged. Once acknowledged, a silent owner never keeps the client past the
+route's ``backend.timeout``: that is the read timeout of the hop. If it strikes after the owner's
+answer has begun, an SSE answer is ended with a JSON-RPC error event; any other answer is cut off.
+The answer is streamed by the gateway's one relay (:mod:`gateway.relay`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import ssl
 from collections.abc import Callable, Mapping
@@ -25,19 +36,28 @@ from typing import Any, Final
 import aiohttp
 import structlog
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.payload import BytesPayload
 
 from gateway import envelopes
 from gateway.calls import RouteRuntime
 from gateway.config.model import ReplicasConfig
 from gateway.errors import HoldLost
-from gateway.observability.metrics import Metrics
+from gateway.observability import metrics as labels
+from gateway.observability.metrics import FORWARDED, Metrics
 from gateway.relay import end_to_end, relay
 from gateway.replicas.auth import FORWARD_HEADER, ForwardSigner
 
 log = structlog.get_logger("gateway.replicas")
 
-OWNER_UNREACHABLE: Final = "owner_unreachable"
-OWNER_FAILED: Final = "owner_failed"
+# The hop's HoldLost causes, also forwards_total outcomes: named in their one list
+# (gateway.observability.metrics.FORWARD_OUTCOMES).
+OWNER_UNREACHABLE: Final = labels.OWNER_UNREACHABLE
+OWNER_FAILED: Final = labels.OWNER_FAILED
+OWNER_UNRESPONSIVE: Final = labels.OWNER_UNRESPONSIVE
+ACK_MARGIN: Final = 0.05
+"""Seconds the acknowledgement is waited for past ``forward_timeout``: the connect's own timeout
+(exactly ``forward_timeout``, never rounded up) strikes first, and stays ``owner_unreachable``."""
 
 # What the owner needs to judge the request exactly as this replica would have.
 _FORWARDED = {
@@ -68,6 +88,33 @@ def hop_credential(headers: Mapping[str, str], route: RouteRuntime) -> str:
 def _tls_context(ca_file: str | None) -> ssl.SSLContext:
     """Certificate-verifying TLS for an https hop, trusting ``ca_file`` when one is configured."""
     return ssl.create_default_context(cafile=ca_file)
+
+
+class _SentOnAcknowledgement(BytesPayload):
+    """The hop's body; aiohttp writes it once the owner answered ``100 Continue`` (or its final
+    answer), which sets ``acknowledged``."""
+
+    def __init__(self, body: bytes, acknowledged: asyncio.Event) -> None:
+        super().__init__(body)
+        self._acknowledged = acknowledged
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        self._acknowledged.set()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        self._acknowledged.set()
+        await super().write_with_length(writer, content_length)
+
+
+async def _acknowledged_within(post: asyncio.Task[Any], acknowledged: asyncio.Event, seconds: float) -> bool:
+    """Whether the owner acknowledged the hop (or answered, or the request failed) within ``seconds``."""
+    waiter = asyncio.ensure_future(acknowledged.wait())
+    try:
+        await asyncio.wait((post, waiter), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    return post.done() or acknowledged.is_set()
 
 
 class ReplicaHop:
@@ -107,14 +154,31 @@ class ReplicaHop:
             credential=hop_credential(request.headers, route),
         )
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._config.forward_timeout, sock_read=route.config.backend.timeout
+            total=None,
+            sock_connect=self._config.forward_timeout,
+            sock_read=route.config.backend.timeout,
+            ceil_threshold=float("inf"),  # the connect timeout exactly at forward_timeout (ACK_MARGIN)
         )
         tls = _tls_context(self._config.ca_file) if owner_url.startswith("https://") else None
         forwards = self._metrics.forwards
-        try:
-            upstream = await self._http().post(
-                owner_url + path, data=body, headers=headers, timeout=timeout, allow_redirects=False, ssl=tls or True
+        acknowledged = asyncio.Event()
+        post = asyncio.ensure_future(
+            self._http().post(
+                owner_url + path,
+                data=_SentOnAcknowledgement(body, acknowledged),
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
+                ssl=tls or True,
+                expect100=True,
             )
+        )
+        try:
+            if not await _acknowledged_within(post, acknowledged, self._config.forward_timeout + ACK_MARGIN):
+                # Not counted here either: the caller counts the outcome a retry ends with.
+                log.warning("forward_failed", route=route.name, owner=owner_url, outcome=OWNER_UNRESPONSIVE)
+                return HoldLost(OWNER_UNRESPONSIVE)
+            upstream = await post
         except (aiohttp.ClientError, TimeoutError) as exc:
             unreachable = isinstance(exc, aiohttp.ConnectionTimeoutError) or (
                 isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError)
@@ -124,7 +188,12 @@ class ReplicaHop:
             # the outcome it ends with (``replayed``, or this one; gateway.calls.replayer).
             log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
             return HoldLost(outcome)
-        forwards.labels(route.name, "forwarded").inc()
+        finally:
+            if not post.done():  # given up on, or this request was cancelled (its client went away)
+                post.cancel()
+                with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError, TimeoutError):
+                    await post
+        forwards.labels(route.name, FORWARDED).inc()
 
         def broken(exc: BaseException) -> None:
             forwards.labels(route.name, OWNER_FAILED).inc()

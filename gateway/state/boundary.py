@@ -1,30 +1,29 @@
 """The one place a ``requestState`` is opened and sealed, modelled on the SDK's ``RequestStateBoundary``.
 
-Unseal on the way in, seal on the way out; the call layer never touches the codec. A retry's token
-is opened by the front door before any backend work (:meth:`RequestStateBoundary.open`): unsealed,
-checked against the request it claims to continue (route, method, target, arguments digest,
-caller), and only then handed on as :class:`~gateway.state.claims.Claims` — to the call driver when
-this replica holds the call, to the replica hop or a replay when another one does. A new round's
-token is sealed here too (:meth:`RequestStateBoundary.seal`), so the binding written and the
-binding checked cannot drift apart.
-
-Every refusal goes through :meth:`RequestStateBoundary.reject`: the real reason is logged and
-counted, the client gets the one fixed -32602 "Invalid or expired requestState"
-(:class:`~gateway.errors.InvalidRequestState`). Pure: no aiohttp, no I/O.
+Unseal on the way in, seal on the way out; the call layer never touches the codec. The front door
+opens a retry's token before any backend work (:meth:`RequestStateBoundary.open`): unsealed, then
+checked against the request it claims to continue (:func:`check_bindings`: route, method, target,
+arguments digest, caller), and only then handed on as :class:`~gateway.state.claims.Claims`. A new
+round's token is sealed here too (:meth:`RequestStateBoundary.seal`), so the binding written and
+the binding checked cannot drift apart. Every refusal goes through :meth:`RequestStateBoundary.reject`:
+the real reason is logged and counted, the client gets the one fixed -32602 "Invalid or expired
+requestState" (:class:`~gateway.errors.InvalidRequestState`). Pure: no aiohttp, no I/O.
 """
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import structlog
 
 from gateway.errors import InvalidRequestState
-from gateway.state.claims import Claims, RequestIdentity, principal_tag, trusted_claims
-from gateway.state.codec import KeyRing, StateError, check_bindings
+from gateway.state.claims import Claims, RequestIdentity, principal_tag
+from gateway.state.codec import KeyRing, StateError, StateReason
 
 log = structlog.get_logger("gateway.state")
 
@@ -122,38 +121,59 @@ class RequestStateBoundary:
         if self.advertise_url:
             extra["owner_url"] = self.advertise_url
         exp = max(min(now + max(ttl, 1), until), now + 1)
+        claims = Claims(
+            iat=now,
+            exp=exp,
+            aud=route,
+            method=identity.method,
+            target=identity.target,
+            args_digest=identity.args_digest,
+            principal=principal,
+            hold_id=hold_id,
+            round=round_,
+            owner=self.replica_id,
+            extra=extra,
+        )
         if transcript is not None:
             try:
-                return self._keyring.seal(
-                    self._claims(route, identity, principal, hold_id, round_, now, exp, {**extra, "log": transcript})
-                )
+                return self._keyring.seal(replace(claims, extra={**extra, "log": transcript}))
             except ValueError:  # the answers do not fit in a token: this round cannot be replayed
                 log.info("replay_log_too_large", route=route, entries=len(transcript))
-        return self._keyring.seal(self._claims(route, identity, principal, hold_id, round_, now, exp, extra))
+        return self._keyring.seal(claims)
 
-    def _claims(
-        self,
-        route: str,
-        identity: RequestIdentity,
-        principal: str | None,
-        hold_id: str,
-        round_: int,
-        iat: int,
-        exp: int,
-        extra: dict[str, Any],
-    ) -> Claims:
-        # trusted_claims: Claims without the frozen dataclass's per-field cost; seal checks every
-        # value before it goes anywhere.
-        return trusted_claims(  # the fields of Claims, in order
-            iat,
-            exp,
-            route,
-            identity.method,
-            identity.target,
-            identity.args_digest,
-            principal,
-            hold_id,
-            round_,
-            self.replica_id,
-            extra,
-        )
+
+def check_bindings(
+    claims: Claims,
+    *,
+    aud: str,
+    method: str,
+    target: str,
+    args_digest: str,
+    principal: str | None,
+) -> None:
+    """Refuse ``claims`` unless they were minted for this very request and caller.
+
+    Checks in a fixed order and raises :class:`StateError` with the reason of the first mismatch:
+    ``audience``, ``method``, ``target``, ``arguments``, ``principal``. ``principal`` is the
+    :func:`~gateway.state.claims.principal_tag` of the retry's credential; a sealed ``None`` only
+    matches ``None`` and vice versa, so adding or dropping a credential between rounds is refused.
+    """
+    checks: tuple[tuple[StateReason, str, str], ...] = (
+        ("audience", claims.aud, aud),
+        ("method", claims.method, method),
+        ("target", claims.target, target),
+        ("arguments", claims.args_digest, args_digest),
+    )
+    for reason, sealed, actual in checks:
+        if not _same(sealed, actual):
+            raise StateError(reason)
+    if claims.principal is None or principal is None:
+        if claims.principal is not None or principal is not None:
+            raise StateError("principal", "credential presence changed")
+    elif not _same(claims.principal, principal):
+        raise StateError("principal")
+
+
+def _same(sealed: str, actual: str) -> bool:
+    # compare_digest refuses non-ASCII str, and names and URIs may be non-ASCII: compare bytes.
+    return hmac.compare_digest(sealed.encode("utf-8", "surrogatepass"), actual.encode("utf-8", "surrogatepass"))

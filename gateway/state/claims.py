@@ -14,13 +14,9 @@ Two values are digests rather than copies, for different reasons:
   not offer an offline guessing oracle for the credential, and two gateways with different keys
   produce unrelated tags for the same credential.
 
-A third digest, :func:`request_digest`, binds each answer in a replay transcript to the server
-request it answered, so a replay never hands an answer to a question the user did not see.
-
-All three are truncated to 16 bytes (128 bits) and base64url-encoded without padding, which is plenty
-for equality checks and keeps tokens short.
-
-This module is pure: stdlib only, no I/O, no aiohttp.
+A third, :func:`request_digest`, binds each answer in a replay transcript to the server request it
+answered, so a replay never hands an answer to a question the user did not see. All three are 16
+bytes (128 bits) in unpadded base64url: plenty for equality checks, and short. Pure: stdlib only.
 """
 
 from __future__ import annotations
@@ -30,16 +26,15 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from gateway.state.encoding import b64url_nopad
+from gateway.keyset import b64url_nopad
 
 __all__ = [
     "MRTR_METHODS",
     "Claims",
     "RequestIdentity",
     "args_digest",
-    "b64url_nopad",
     "credential_digest",
     "principal_tag",
     "request_digest",
@@ -51,59 +46,14 @@ MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The only methods whose results carry ``requestState``."""
 
 
-_CLAIM_FIELDS = (
-    "iat",
-    "exp",
-    "aud",
-    "method",
-    "target",
-    "args_digest",
-    "principal",
-    "hold_id",
-    "round",
-    "owner",
-    "extra",
-)
-
-
-class _ClaimSlots:
-    """The storage of :class:`Claims` (its fields as ``__slots__``), and what :func:`trusted_claims` builds.
-
-    A frozen dataclass sets each field through ``object.__setattr__`` (its own ``__setattr__``
-    refuses), which makes building one cost about eight times a plain ``__slots__`` object: ~3 µs
-    of the ~15 µs a whole requestState round trip may take. :func:`trusted_claims` fills a plain
-    instance of this class and then makes it a :class:`Claims` (same slots, so the same memory
-    layout): a frozen object at the price of a plain one.
-    """
-
-    __slots__ = _CLAIM_FIELDS
-
-    iat: int
-    exp: int
-    aud: str
-    method: str
-    target: str
-    args_digest: str
-    principal: str | None
-    hold_id: str
-    round: int
-    owner: str
-    extra: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Claims(_ClaimSlots):
+@dataclass(frozen=True, slots=True)
+class Claims:
     """The content of one sealed ``requestState``; see :mod:`gateway.state.codec` for its wire form.
 
     ``extra`` is for small JSON-native values (dict/list/str/int/float/bool/None) such as URL-mode
     elicitation ids or a replay transcript. It is sealed like every other claim; after a round trip
     it comes back as plain ``dict``/``list`` values, so use those types if you compare claims.
-
-    Frozen like any frozen dataclass (assigning a field raises ``FrozenInstanceError``), with its
-    fields in ``__slots__`` (of :class:`_ClaimSlots`; no instance ``__dict__``).
     """
-
-    __slots__ = ()
 
     iat: int
     """Issued-at, unix seconds."""
@@ -127,45 +77,6 @@ class Claims(_ClaimSlots):
     """Replica id of the gateway instance that holds the exchange."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Small JSON-native extras, sealed too."""
-
-
-_new_slots: Final = object.__new__
-
-
-def trusted_claims(
-    iat: int,
-    exp: int,
-    aud: str,
-    method: str,
-    target: str,
-    args_digest: str,
-    principal: str | None,
-    hold_id: str,
-    round: int,
-    owner: str,
-    extra: Mapping[str, Any],
-) -> Claims:
-    """Equal to ``Claims(...)`` of the same values, built without the frozen dataclass's per-field
-    ``__setattr__`` (see :class:`_ClaimSlots`).
-
-    Only for values the codec has just checked: it is the codec's constructor on every unseal. A
-    plain function rather than a class call: calling a class packs the arguments into a tuple and
-    goes through ``__init__``'s slot wrapper, a fifth of this function's cost.
-    """
-    claims = _new_slots(_ClaimSlots)
-    claims.iat = iat
-    claims.exp = exp
-    claims.aud = aud
-    claims.method = method
-    claims.target = target
-    claims.args_digest = args_digest
-    claims.principal = principal
-    claims.hold_id = hold_id
-    claims.round = round
-    claims.owner = owner
-    claims.extra = extra
-    claims.__class__ = Claims
-    return cast("Claims", claims)
 
 
 def args_digest(arguments: Mapping[str, Any] | None) -> str:

@@ -1,445 +1,332 @@
 """Seal and unseal ``requestState``: a boring, versioned AES-256-GCM codec with a key ring.
 
-Why it exists. The client echoes ``requestState`` verbatim, and the spec says to treat the echo as
-attacker-controlled: anything that steers authorization or finds server-side resources must be
-integrity-protected and refused when verification fails. The gateway's state names a held legacy
-exchange (hold id, round, owning replica) and binds it to one request and one caller, so it is
-*encrypted*, not just signed: clients cannot read hold ids, replica ids or replay transcripts.
-The design follows the MCP Python SDK's ``mcp/server/request_state.py`` with gateway-specific
-labels and claims.
+Why. The spec makes the echoed ``requestState`` attacker-controlled. The gateway's state names a
+held legacy exchange (hold id, round, owning replica) and binds it to one request and one caller,
+so it is *encrypted*, not just signed: clients cannot read hold ids, replica ids or replay
+transcripts. The design follows the MCP Python SDK's ``mcp/server/request_state.py``.
 
-Token format (version 2, what :meth:`KeyRing.seal` mints by default)::
+Token::
 
     "v2." + base64url-nopad( kid[4] || nonce[12] || AES-256-GCM ciphertext+tag[16] )
 
-    key = HKDF-SHA256(secret, salt=None, info=b"mrtr-gateway/request-state/v1/aes-256-gcm", 32 bytes)
-    kid = SHA-256(b"mrtr-gateway/request-state/v1/kid:" + key)[:4]
-    AAD = b"v2." + kid; nonce: this process's counter from a random start (gateway.state.nonces)
+    key = HKDF-SHA256(secret, no salt, info=Label.REQUEST_STATE, 32 bytes)     (gateway.keyset)
+    kid = SHA-256(b"mrtr-gateway/request-state/v1/kid:" + key)[:4]; AAD = b"v2." + kid
 
-Version 1 differs only in the prefix (``"v1."``, also in the AAD) and in the plaintext (JSON, below);
-its nonce is ``os.urandom(12)``, as that release drew it (readers take any 12 bytes).
-Both versions share the key and key id: the version is not a new *use* of the secret (both carry
-the same claims for the same purpose), the prefix under the tag already keeps a token of one
-version from being read as the other, and operators see the same key ids in logs across the
-upgrade. The prefix and key id sit under the GCM tag, so a token cannot be moved to another format
-version or ring slot. The key id is a non-secret fingerprint for an O(1) ring lookup. The base64url
-is strict (urlsafe alphabet only, no padding, no whitespace, canonical trailing bits) so one state
-has exactly one spelling, and tokens are capped at :data:`MAX_TOKEN_LENGTH` characters, checked
-before any decoding work.
+The prefix and key id sit under the GCM tag, so a token cannot move to another version or ring
+slot. The base64url is strict (one spelling per token), and a token over :data:`MAX_TOKEN_LENGTH`
+characters is refused before any decoding. ``v1.`` tokens differ only in the prefix (in the AAD
+too) and the plaintext.
 
-Plaintext, version 2: a fixed binary layout, because a token is sealed and opened on every round of
-every held call and JSON was most of the cost (big-endian; offsets in bytes)::
+Plaintext, version 2, what :meth:`KeyRing.seal` writes (big-endian; offsets in bytes)::
 
-    0   u8      method: 1 tools/call, 2 prompts/get, 3 resources/read
+    0   u8      method: 1 tools/call, 2 prompts/get, 3 resources/read; high bit: extra is stdlib JSON
     1   u64     iat, unix seconds
     9   u64     exp, unix seconds, > iat
     17  u32     round, >= 1
     21  u16     n: byte length of the text
     23  u16 x5  where aud, target, args_digest, principal and hold_id end in the text, in code points
-    33  n bytes text: aud + target + args_digest + principal + hold_id + owner, UTF-8 ("surrogatepass",
-                so a lone surrogate in a client's tool name seals like any other character);
-                owner is the rest of the text
-    33+n ...    extra: a compact JSON object, or nothing when extra is empty
+    33  n bytes text: aud target args_digest principal hold_id owner, UTF-8 with "surrogatepass"
+    33+n ...    extra: compact JSON of a non-empty object; nothing when extra is empty
 
-The method byte's high bit (0x80) says which JSON ``extra`` is: clear, UTF-8 JSON as orjson writes
-it (read back with orjson); set, the standard library's ASCII JSON, for the values orjson refuses
-(an integer beyond 64 bits, a lone surrogate), read back with the standard library, which reads
-those exactly where orjson would not.
+An empty principal is ``None``; the ends satisfy ``0 < a <= b < c <= d < e < len(text)``. orjson
+writes ``extra`` and reads it back; what it refuses (an integer beyond 64 bits, a lone surrogate)
+the standard library writes as ASCII JSON, high bit set, and reads back exactly. One set of claims
+has one plaintext: an authentic plaintext that breaks a rule above, or flags an extra orjson
+writes, is ``bad_claims``; seal refuses (``ValueError``) what unseal would not give back equal.
 
-``principal`` is non-empty or absent, so an empty one means ``None``; ``extra`` likewise: no bytes
-means ``{}``, and an explicit ``{}`` (which seal never writes) is refused. The ends must satisfy
-the one chain ``0 < a <= b < c <= d < e < len(text)``,
-which at once proves that every field lies inside the text and that aud, args_digest, hold_id and
-owner are non-empty. An authentic plaintext that breaks any rule (unknown method, ``exp <= iat``,
-round 0, ends out of order, a text shorter than ``n`` or not UTF-8, an extra that is not a
-non-empty JSON object) is ``bad_claims``. Unsigned fields make a negative ``iat`` unrepresentable;
-a claim that does not fit its field (a round of 2**32, a text over 65,535 bytes, which could never
-fit in a token anyway) is refused at seal time.
+Why version 2 stays, byte for byte, rather than a new JSON version 3: every ``v2.`` token in
+flight still opens and one sealed now is what the previous build sealed (given the nonce), so no
+rollout, no new ``state.seal_version`` and no third layout to read for a release. One :mod:`struct`
+format reads plainly, and the high bit is part of the format that a reader must honour anyway.
 
-Plaintext, version 1 (always unsealed; minted only by a ring built with ``seal_version=1``):
-compact JSON of the claims, documented and written in :mod:`gateway.state.plaintext_v1`.
+Version 1 (read; written with ``seal_version=1``): compact ASCII JSON of ``{"iat", "exp", "aud",
+"m": method, "t": target, "a": args_digest, "p": principal, "h": hold_id, "r": round, "o": owner,
+"x": extra}``, in that order, every key present, written (random nonce too) as the release before
+version 2 did. That release reads only ``v1.``, so the upgrade from it takes two rollouts
+(docs/operations.md): ``state.seal_version: 1``, then 2. Version 1 goes in :data:`V1_DROPPED_IN`.
 
-Seal checks what unseal checks, so a state that seals always unseals to equal claims, and a bug
-surfaces at mint time rather than on the client's retry. It checks only what a value of the
-declared types could still get wrong (``True`` is an ``int`` to the type checker, an empty string
-is a ``str``, a round may be 0); a value of the wrong type altogether fails while it is encoded,
-and ``extra`` is decoded once more and compared, since JSON silently turns a tuple into a list and
-an integer key into a string.
+Rotation. The first secret seals, every secret unseals: ship ``[old, new]`` everywhere, then
+``[new, old]``, then ``[new]`` once ``old``'s tokens expired (a replica not yet given ``new``
+refuses its tokens as ``unknown_key``). A key reload replaces the secrets of the gateway's one
+:class:`~gateway.keyset.KeySet`; a held call keeps working because a hold keeps no key, only the
+state the client echoes, which the old secret still in the ring unseals.
 
-Rolling upgrade from version 1. This release unseals both versions, so a call held on an old
-replica, or whose last round an old replica sealed, goes on when its retry reaches a new replica
-(the old format is decoded by the same strict rules it always was, under the same keys). The
-release before reads only ``v1.`` and refuses a ``v2.`` token as ``bad_version``, so the upgrade
-takes two steps (``state.seal_version``, docs/operations.md): roll this release out with
-``KeyRing(secrets, seal_version=1)``, which seals ``v1.`` exactly as that release did, so that
-every replica, old or new, reads every token; once no old replica remains, roll out the default
-(version 2). Version 1 support can go once no ``v1.`` token can still be valid (``state.ttl``
-after the last replica sealing version 1 stopped).
+Nonces, version 2: a per-process counter from a random 96-bit start (:func:`next_nonce`), drawn
+afresh after every fork. Random nonces bound a key to ~2**32 seals (NIST SP 800-38D); ``P``
+processes sealing ``Q`` tokens collide with probability at most ``P * Q / 2**96``. A copy of a
+running process (a VM snapshot resumed twice) would repeat its run: docs/SECURITY.md.
 
-Rotation. ``KeyRing([first, *others])``: the first secret seals, every secret unseals. To rotate,
-roll out ``[new, old]`` and drop ``old`` once every token it sealed has expired. A replica that has
-not yet been given ``new`` refuses tokens ``new`` sealed (``unknown_key``), so in a multi-replica
-rollout first ship ``[old, new]`` everywhere, then ``[new, old]``, then ``[new]``.
-:meth:`KeyRing.replace` swaps the secrets of a running ring in one step (no await, so no request
-sees half a ring): a gateway re-reading its key file rotates without a restart, and held calls
-keep working because a hold keeps no key, only the state the client echoes, which the old secret
-still in the ring unseals.
-
-Errors. Every refusal is a :class:`StateError` whose ``reason`` is one of a fixed set (a metric
-label and a log field). The client only ever sees :data:`WIRE_MESSAGE`; mapping to the JSON-RPC
-``-32602`` error happens at the front door, not here.
-
-Not here, on purpose:
-
-* **Single use.** A sealed token is a bearer value that stays valid until ``exp``; refusing a
-  replayed or stale round is the hold registry's job (it knows which round is current).
-* **TTL policy.** Callers choose ``iat``/``exp``; the codec only enforces them (with
-  :data:`FUTURE_SKEW_SECONDS` of tolerance for clocks of other replicas).
-
-This module is pure: ``cryptography`` plus stdlib, no I/O, no aiohttp.
+Refusals are :class:`StateError`; a client only sees :data:`WIRE_MESSAGE`. Not here, on purpose:
+single use (the hold registry's job) and TTL policy (callers choose ``iat``/``exp``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import binascii
 import hashlib
+import itertools
+import json
 import os
 import re
-import secrets as _secrets
 import struct
 import time
-from collections.abc import Sequence
-from typing import Any, Final, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
+import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from gateway.state.bindings import check_bindings
-from gateway.state.claims import MRTR_METHODS, Claims, trusted_claims
-from gateway.state.encoding import CANONICAL_LAST as _CANONICAL_LAST
-from gateway.state.encoding import PADDING as _PADDING
-from gateway.state.encoding import STD_TO_URL as _STD_TO_URL
-from gateway.state.encoding import URL_TO_STD as _URL_TO_STD
-from gateway.state.encoding import derive_key
-from gateway.state.extra import extra_json as _extra_json
-from gateway.state.extra import extra_of as _extra_of
-from gateway.state.nonces import next_nonce as _next_nonce
-from gateway.state.plaintext_v1 import from_v1 as _from_v1
-from gateway.state.plaintext_v1 import to_v1 as _to_v1
-from gateway.state.refusal import WIRE_MESSAGE, StateError, StateReason
-
-__all__ = [
-    "FUTURE_SKEW_SECONDS",
-    "MAX_TOKEN_LENGTH",
-    "MIN_SECRET_BYTES",
-    "MRTR_METHODS",
-    "SEAL_VERSIONS",
-    "WIRE_MESSAGE",
-    "KeyRing",
-    "StateError",
-    "StateReason",
-    "check_bindings",
-    "generate_secret",
-]
+from gateway.fastjson import reject_constant
+from gateway.keyset import KeySet, Label, b64url_decode_strict, b64url_nopad
+from gateway.state.claims import MRTR_METHODS, Claims
 
 MAX_TOKEN_LENGTH: Final = 16 * 1024
-"""Longest token, in characters, that :meth:`KeyRing.unseal` will look at or :meth:`KeyRing.seal` mint."""
-
-MIN_SECRET_BYTES: Final = 32
+"""Longest token, in characters, that :meth:`KeyRing.unseal` looks at or :meth:`KeyRing.seal` mints."""
 FUTURE_SKEW_SECONDS: Final = 60
 SEAL_VERSIONS: Final = (1, 2)
-"""Token versions :meth:`KeyRing.seal` can mint (``seal_version``); :meth:`KeyRing.unseal` reads both."""
+V1_DROPPED_IN: Final = "0.3.0"
+"""The release after next: it neither reads nor writes ``v1.`` (a test fails when the version reaches it)."""
 
-_V1: Final = "v1."
-_V2: Final = "v2."
-_AAD_V1: Final = b"v1."
-_AAD_V2: Final = b"v2."
-_KEY_INFO: Final = b"mrtr-gateway/request-state/v1/aes-256-gcm"
+TokenReason = Literal[
+    "malformed", "bad_version", "unknown_key", "decrypt_failed", "bad_claims", "expired", "not_yet_valid"
+]
+BindingReason = Literal["audience", "method", "target", "arguments", "principal"]
+StateReason = TokenReason | BindingReason
+"""Why a state was refused (the token, or its binding to the retry). A closed set: safe as a metric label."""
+WIRE_MESSAGE: Final = "Invalid or expired requestState"
+"""The only text a client ever sees for any :class:`StateError`."""
+
 _KID_LABEL: Final = b"mrtr-gateway/request-state/v1/kid:"
-_SALT_INFO: Final = b"mrtr-gateway/request-state/v1/principal-salt"
-_KID_LEN: Final = 4
-_NONCE_LEN: Final = 12
-_TAG_LEN: Final = 16
-_HEADER_LEN: Final = _KID_LEN + _NONCE_LEN
-_OTHER_VERSION_RE: Final = re.compile(r"v[0-9]+\.", re.ASCII)
+_V2: Final = struct.Struct(">BQQIH5H")
+_METHOD_CODES: Final = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
+_METHODS: Final = {code: method for method, code in _METHOD_CODES.items()}
+_STDLIB_EXTRA: Final = 0x80
+_V1_KEYS: Final = ("iat", "exp", "aud", "m", "t", "a", "p", "h", "r", "o", "x")
 
 
-# Version 2 plaintext (see the module docstring): method, iat, exp, round, text bytes, and where
-# aud, target, args_digest, principal and hold_id end in the text (owner is the rest).
-_V2_FIXED: Final = struct.Struct(">BQQIHHHHHH")
-_V2_FIXED_LEN: Final = _V2_FIXED.size
-_v2_pack: Final = _V2_FIXED.pack
-_v2_unpack: Final = _V2_FIXED.unpack_from
-_V2_METHOD_CODES: Final = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
-_V2_STANDARD_EXTRA: Final = 0x80
-"""Method-byte flag: ``extra`` is the standard library's ASCII JSON (orjson refused it)."""
-_V2_METHODS: Final = {
-    **{code: name for name, code in _V2_METHOD_CODES.items()},
-    **{code | _V2_STANDARD_EXTRA: name for name, code in _V2_METHOD_CODES.items()},
-}
-assert frozenset(_V2_METHOD_CODES) == MRTR_METHODS
-_V2_METHOD_NAMES: Final = tuple(_V2_METHODS.get(byte) for byte in range(256))  # by method byte
-_urandom: Final = os.urandom
-_a2b: Final = binascii.a2b_base64
-_b2a: Final = binascii.b2a_base64
-_clock: Final = time.time
+class StateError(Exception):
+    """A refused ``requestState``: ``reason`` and ``detail`` (never token bytes) go to logs and metrics only."""
+
+    def __init__(self, reason: StateReason, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason: StateReason = reason
+        self.detail = detail
 
 
 class KeyRing:
-    """AES-256-GCM keys derived from operator secrets; the first seals, every one unseals.
+    """Seals with the first request-state key of ``keys``, unseals with every one.
 
-    ``seal_version`` is the token version :meth:`seal` mints: 2 (the default), or 1 for the first
-    step of a rolling upgrade from the release that read only version 1. :meth:`unseal` reads both.
+    ``keys``: the gateway's shared :class:`~gateway.keyset.KeySet`, or secrets to build one from.
+    ``seal_version``: what :meth:`seal` writes, 2, or 1 for the first step of the rolling upgrade.
     """
 
-    __slots__ = ("_aeads", "_open_v1", "_open_v2", "_salts", "_seal", "_seal_kid", "_seal_v1")
-
-    def __init__(self, secrets: Sequence[bytes], *, seal_version: int = 2) -> None:
+    def __init__(self, keys: KeySet | Sequence[bytes], *, seal_version: int = 2) -> None:
         # type() rather than a membership test: True == 1 would otherwise select version 1.
         if type(seal_version) is not int or seal_version not in SEAL_VERSIONS:
             raise ValueError(f"seal_version must be one of {list(SEAL_VERSIONS)}, not {seal_version!r}")
-        if isinstance(cast("object", secrets), str | bytes | bytearray):
-            raise TypeError("KeyRing takes a sequence of secrets, e.g. KeyRing([secret]), not one secret")
-        material: list[bytes] = []
-        for index, secret in enumerate(cast("Sequence[object]", secrets)):
-            if not isinstance(secret, bytes | bytearray):
-                # Never coerce: bytes(32) would silently build an all-zero secret.
-                raise TypeError(
-                    f"request-state secret #{index} is a {type(secret).__name__}; pass bytes "
-                    "(encode configured strings as UTF-8)"
-                )
-            material.append(bytes(secret))
-        if not material:
-            raise ValueError("at least one request-state secret is required; generate one with `mrtr-gateway gen-key`")
-        for index, secret in enumerate(material):
-            if len(secret) < MIN_SECRET_BYTES:
-                raise ValueError(
-                    f"request-state secret #{index} is {len(secret)} bytes; each secret must be at least "
-                    f"{MIN_SECRET_BYTES} bytes. Generate one with `mrtr-gateway gen-key`."
-                )
-        # One AESGCM object per key, built here and never per call.
+        self.keys = keys if isinstance(keys, KeySet) else KeySet(keys)
+        self.seal_version = seal_version
+        self._built_from: tuple[bytes, ...] = ()
         self._aeads: dict[bytes, AESGCM] = {}
-        for index, secret in enumerate(material):
-            key = derive_key(secret, _KEY_INFO)
-            kid = hashlib.sha256(_KID_LABEL + key).digest()[:_KID_LEN]
-            if kid in self._aeads:
-                raise ValueError(f"request-state secret #{index} repeats an earlier secret; remove the duplicate")
-            self._aeads[kid] = AESGCM(key)
-        self._seal_kid = next(iter(self._aeads))
-        # Looked up once: seal's encrypt, AAD, prefix and key id; per version, kid -> (decrypt, AAD).
-        self._seal_v1 = seal_version == 1
-        aad, prefix = (_AAD_V1, _V1) if self._seal_v1 else (_AAD_V2, _V2)
-        self._seal = (self._aeads[self._seal_kid].encrypt, aad + self._seal_kid, prefix, self._seal_kid)
-        self._open_v1 = {kid: (aead.decrypt, _AAD_V1 + kid) for kid, aead in self._aeads.items()}
-        self._open_v2 = {kid: (aead.decrypt, _AAD_V2 + kid) for kid, aead in self._aeads.items()}
-        self._salts = tuple(derive_key(secret, _SALT_INFO) for secret in material)
 
     def __repr__(self) -> str:
-        return f"<KeyRing keys={len(self._aeads)} sealing_kid={self._seal_kid.hex()} seal_version={self.seal_version}>"
+        return f"<KeyRing keys={len(self.key_ids)} sealing_kid={self.key_ids[0]} seal_version={self.seal_version}>"
 
-    @property
-    def seal_version(self) -> int:
-        """The token version :meth:`seal` mints (1 or 2)."""
-        return 1 if self._seal_v1 else 2
+    def _ring(self) -> dict[bytes, AESGCM]:
+        """Key id -> AEAD of the current keys, in ring order; rebuilt after :meth:`KeySet.replace`."""
+        derived = self.keys[Label.REQUEST_STATE]
+        if derived is not self._built_from:
+            self._aeads = {hashlib.sha256(_KID_LABEL + key).digest()[:4]: AESGCM(key) for key in derived}
+            self._built_from = derived
+        return self._aeads
 
     @property
     def key_ids(self) -> tuple[str, ...]:
         """Hex key ids in ring order (the first seals): non-secret fingerprints for logs."""
-        return tuple(kid.hex() for kid in self._aeads)
-
-    def replace(self, secrets: Sequence[bytes]) -> None:
-        """Use ``secrets`` from now on, validated exactly as the constructor does.
-
-        Raises like the constructor and then leaves the ring unchanged. Tokens sealed before keep
-        unsealing as long as their secret is still in ``secrets``. The seal version stays.
-        """
-        fresh = KeyRing(secrets, seal_version=self.seal_version)
-        for name in self.__slots__:
-            setattr(self, name, getattr(fresh, name))
-
-    @property
-    def salt(self) -> bytes:
-        """Salt for :func:`~gateway.state.claims.principal_tag`, derived from the sealing secret.
-
-        Stable across restarts for the same first secret. It changes when a new secret is put
-        first, so principal-bound tokens minted before that rotation carry tags made with an
-        earlier entry of :attr:`salts`.
-        """
-        return self._salts[0]
+        return tuple(kid.hex() for kid in self._ring())
 
     @property
     def salts(self) -> tuple[bytes, ...]:
-        """One principal salt per secret, in ring order (``salts[0] == salt``).
+        """The :func:`~gateway.state.claims.principal_tag` salt of each secret, in ring order."""
+        return self.keys[Label.PRINCIPAL_SALT]
 
-        During a rotation a caller can accept a principal tag computed under any of these, so
-        callers mid-flow keep working when the sealing secret changes.
-        """
-        return self._salts
+    @property
+    def salt(self) -> bytes:
+        """The sealing secret's salt; a tag sealed before a rotation matches a later one of :attr:`salts`."""
+        return self.salts[0]
+
+    def replace(self, secrets: Sequence[bytes]) -> None:
+        """Use ``secrets`` from now on (so does every user of :attr:`keys`); raises, changing nothing, if bad."""
+        self.keys.replace(secrets)
 
     def seal(self, claims: Claims) -> str:
-        """Encrypt ``claims`` into a ``v2.`` token (``v1.`` with ``seal_version=1``) under the first secret.
-
-        Raises ``ValueError`` for claims that would not unseal to equal claims (a bad type or
-        value, an ``extra`` that is not JSON-native) or whose token would exceed
-        :data:`MAX_TOKEN_LENGTH`: those are gateway bugs, caught at mint time.
-        """
-        encrypt, aad, prefix, kid = self._seal
-        if self._seal_v1:
-            plaintext = _to_v1(claims)
-            nonce = _urandom(_NONCE_LEN)  # exactly as the release that sealed only version 1
+        """The token of ``claims`` under the first key; ``ValueError`` for claims unseal would refuse."""
+        if problem := _problem(claims):
+            raise ValueError(f"refusing to seal invalid claims: {problem}")
+        if self.seal_version == 1:
+            prefix, plaintext, nonce = "v1.", _to_v1(claims), os.urandom(12)
         else:
-            iat, exp, rnd, principal = claims.iat, claims.exp, claims.round, claims.principal
-            aud, target, digest, hold = claims.aud, claims.target, claims.args_digest, claims.hold_id
-            try:
-                method = _V2_METHOD_CODES[claims.method]
-                tag = "" if principal is None else principal
-                # Anything but a str fails here, so the strings need no type check of their own.
-                text = "".join((aud, target, digest, tag, hold, claims.owner))
-                a = len(aud)
-                b = a + len(target)
-                c = b + len(digest)
-                d = c + len(tag)
-                e = d + len(hold)
-                # The checks unseal applies (the same chain of ends), on what is about to be sealed.
-                # type() rather than isinstance() for integers: True is an int to the type checker,
-                # and would come back as 1.
-                if not (
-                    type(iat) is int
-                    and type(exp) is int
-                    and type(rnd) is int
-                    and 0 <= iat < exp
-                    and rnd >= 1
-                    and 0 < a <= b < c <= d < e < len(text)
-                    and (principal is None or principal)
-                ):
-                    raise ValueError("out of range")
-                body = text.encode("utf-8", "surrogatepass")
-                plaintext = _v2_pack(method, iat, exp, rnd, len(body), a, b, c, d, e) + body
-            except (KeyError, TypeError, AttributeError, ValueError, struct.error) as exc:
-                raise ValueError(f"refusing to seal invalid claims: {_invalid(claims) or exc}") from None
-            if claims.extra:
-                encoded, standard = _extra_json(claims.extra)
-                plaintext = (
-                    plaintext + encoded
-                    if not standard
-                    else bytes((method | _V2_STANDARD_EXTRA,)) + plaintext[1:] + encoded
-                )
-            nonce = _next_nonce()  # a counter from a random start: gateway.state.nonces says why
-        raw = kid + nonce + encrypt(nonce, plaintext, aad)  # then b64url_nopad, inline
-        token = prefix + _b2a(raw).translate(_STD_TO_URL).rstrip(b"=\n").decode("ascii")
+            prefix, plaintext, nonce = "v2.", _to_v2(claims), next_nonce()
+        aeads = self._ring()
+        kid = next(iter(aeads))
+        token = prefix + b64url_nopad(kid + nonce + aeads[kid].encrypt(nonce, plaintext, prefix.encode() + kid))
         if len(token) > MAX_TOKEN_LENGTH:
-            raise ValueError(
-                f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit; "
-                "keep extra small"
-            )
+            raise ValueError(f"sealed requestState would be {len(token)} characters, over the {MAX_TOKEN_LENGTH} limit")
         return token
 
     def unseal(self, token: object, *, now: float | None = None) -> Claims:
-        """Verify and decrypt a client-echoed token; raise :class:`StateError` on any doubt.
-
-        ``now`` (unix seconds) defaults to the wall clock; tests inject it.
-        """
-        if not isinstance(token, str):
-            raise StateError("malformed", f"token is a {type(token).__name__}, not a string")
-        length = len(token)
-        if length > MAX_TOKEN_LENGTH:
-            raise StateError("malformed", f"token is {length} characters, over {MAX_TOKEN_LENGTH}")
+        """The claims of a client-echoed token; :class:`StateError` on any doubt (``now``: tests' clock)."""
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
+            raise StateError("malformed", "not a string, or too long")
         prefix = token[:3]
-        if prefix == _V2:
-            openers = self._open_v2
-        elif prefix == _V1:
-            openers = self._open_v1
-        elif _OTHER_VERSION_RE.match(token):
-            raise StateError("bad_version", "token is neither version 1 nor version 2")
-        else:
+        if prefix not in ("v1.", "v2."):
+            if re.match(r"v[0-9]+\.", token, re.ASCII):
+                raise StateError("bad_version", "token is neither version 1 nor version 2")
             raise StateError("malformed", "no version prefix")
-        # b64url_decode_strict, inline (gateway.state.encoding explains each step), on the whole
-        # token (the translate keeps the prefix as it is), sliced after: bytes slice cheaper than str.
-        rest = (length + 1) & 3  # the body's length mod 4
         try:
-            raw = _a2b(token.encode("ascii").translate(_URL_TO_STD)[3:] + _PADDING[rest], strict_mode=True)
-        except (binascii.Error, ValueError):  # UnicodeEncodeError is a ValueError
-            raise StateError("malformed", "not unpadded base64url") from None
-        if rest and token[-1] not in _CANONICAL_LAST[rest]:
-            raise StateError("malformed", "non-canonical base64url")
-        if len(raw) < _HEADER_LEN + _TAG_LEN:
+            raw = b64url_decode_strict(token[3:])
+        except ValueError as exc:
+            raise StateError("malformed", str(exc)) from None
+        if len(raw) < 4 + 12 + 16:
             raise StateError("malformed", "token too short")
-        opener = openers.get(raw[:_KID_LEN])
-        if opener is None:
-            raise StateError("unknown_key", f"kid {raw[:_KID_LEN].hex()} is not in the ring")
-        decrypt, aad = opener
+        aead = self._ring().get(raw[:4])
+        if aead is None:
+            raise StateError("unknown_key", f"kid {raw[:4].hex()} is not in the ring")
         try:
-            payload = decrypt(raw[_KID_LEN:_HEADER_LEN], raw[_HEADER_LEN:], aad)
+            plaintext = aead.decrypt(raw[4:16], raw[16:], prefix.encode() + raw[:4])
         except InvalidTag:
             raise StateError("decrypt_failed") from None
-        if openers is self._open_v1:
-            claims = _from_v1(payload)
-            _check_time(claims.iat, claims.exp, _clock() if now is None else now)
-            return claims
-        # The version-2 plaintext (module docstring), read and checked in one place.
-        try:
-            method, iat, exp, rnd, size, a, b, c, d, e = _v2_unpack(payload)
-            end = _V2_FIXED_LEN + size
-            text = payload[_V2_FIXED_LEN:end].decode("utf-8", "surrogatepass")
-        except (struct.error, UnicodeDecodeError):
-            raise StateError("bad_claims", "version-2 plaintext does not parse") from None
-        n = len(payload)
-        # One chain of ends proves every length fits, and aud, args_digest, hold_id, owner non-empty.
-        name = _V2_METHOD_NAMES[method]  # an unsigned byte, so always an index
-        if not (name and iat < exp and rnd >= 1 and 0 < a <= b < c <= d < e < len(text) and n >= end):
-            raise StateError("bad_claims", "version-2 claims out of range")
-        extra: dict[str, Any] = {} if n == end else _extra_of(payload[end:], method & _V2_STANDARD_EXTRA)
-        current = _clock() if now is None else now
-        # Accept-conditions are stated positively so that a NaN clock refuses rather than accepts.
-        if not (current < exp and iat <= current + FUTURE_SKEW_SECONDS):
-            _check_time(iat, exp, current)
-        return trusted_claims(
-            iat,
-            exp,
-            text[:a],
-            name,
-            text[a:b],
-            text[b:c],
-            text[c:d] or None,
-            text[d:e],
-            rnd,
-            text[e:],
-            extra,
-        )
+        claims = _from_v1(plaintext) if prefix == "v1." else _from_v2(plaintext)
+        current = time.time() if now is None else now
+        if not current < claims.exp:  # stated positively, so that a NaN clock refuses
+            raise StateError("expired")
+        if not claims.iat <= current + FUTURE_SKEW_SECONDS:
+            raise StateError("not_yet_valid", f"iat is {claims.iat - current:.0f} s ahead")
+        return claims
 
 
-def _check_time(iat: int, exp: int, current: float) -> None:
-    """Refuse a token outside its validity window at ``current`` (``expired``, then ``not_yet_valid``)."""
-    # Accept-conditions are stated positively so that a NaN clock refuses rather than accepts.
-    if not current < exp:
-        raise StateError("expired")
-    if not iat <= current + FUTURE_SKEW_SECONDS:
-        raise StateError("not_yet_valid", f"iat is {iat - current:.0f} s ahead")
-
-
-def _invalid(claims: Claims) -> str:
-    """Which claim :func:`_to_v2` refuses, for the error message (never on the fast path)."""
-    checks = (
-        ("iat", type(claims.iat) is int and claims.iat >= 0, "an integer >= 0"),
-        ("exp", type(claims.exp) is int and claims.exp > claims.iat, "an integer > iat"),
-        ("method", claims.method in _V2_METHOD_CODES if isinstance(claims.method, str) else False, "an MRTR method"),
-        ("round", type(claims.round) is int and claims.round >= 1, "an integer >= 1"),
-        ("principal", claims.principal is None or (isinstance(claims.principal, str) and claims.principal), ""),
-    )
-    for name, ok, what in checks:
-        if not ok:
-            return f"claim {name!r} must be {what or 'a non-empty string or None'}"
-    for name in ("aud", "target", "args_digest", "hold_id", "owner"):
-        value = getattr(claims, name)
+def _problem(c: Claims) -> str:
+    """The first rule ``c`` breaks, or "" (type() for integers: True is an int, but would come back 1)."""
+    if type(c.iat) is not int or c.iat < 0:
+        return "claim 'iat' must be an integer >= 0"
+    if type(c.exp) is not int or c.exp <= c.iat:
+        return "claim 'exp' must be an integer > iat"
+    if not isinstance(c.method, str) or c.method not in MRTR_METHODS:
+        return "claim 'method' must be tools/call, prompts/get or resources/read"
+    if type(c.round) is not int or c.round < 1:
+        return "claim 'round' must be an integer >= 1"
+    if c.principal is not None and not (isinstance(c.principal, str) and c.principal):
+        return "claim 'principal' must be a non-empty string or None"
+    for name in ("target", "aud", "args_digest", "hold_id", "owner"):
+        value = getattr(c, name)
         if not isinstance(value, str) or (not value and name != "target"):
             return f"claim {name!r} must be a {'' if name == 'target' else 'non-empty '}string"
-    return ""
+    extra: object = c.extra  # what a JSON plaintext gave: not yet known to be an object
+    return "" if isinstance(extra, Mapping) else "claim 'extra' must be an object"
 
 
-def generate_secret() -> str:
-    """A new secret for ``state.keys``: 32 random bytes as unpadded base64url (43 characters).
+def _to_v2(claims: Claims) -> bytes:
+    fields = (claims.aud, claims.target, claims.args_digest, claims.principal or "", claims.hold_id)
+    text = "".join((*fields, claims.owner)).encode("utf-8", "surrogatepass")
+    method, extra = _METHOD_CODES[claims.method], b""
+    if claims.extra:
+        extra, stdlib = _extra_json(dict(claims.extra))
+        method |= _STDLIB_EXTRA if stdlib else 0
+    ends = itertools.accumulate(len(field) for field in fields)
+    try:
+        return _V2.pack(method, claims.iat, claims.exp, claims.round, len(text), *ends) + text + extra
+    except struct.error as exc:  # a claim too large for its field (a text over 65,535 bytes never fits a token)
+        raise ValueError(f"refusing to seal invalid claims: {exc}") from None
 
-    The configured string itself (UTF-8 encoded) is the secret; it is never base64-decoded, and
-    HKDF turns its 256 bits of entropy into the AES key.
-    """
-    return _secrets.token_urlsafe(32)
+
+def _from_v2(plaintext: bytes) -> Claims:
+    try:
+        method, iat, exp, round_, size, a, b, c, d, e = _V2.unpack_from(plaintext)
+        end = _V2.size + size
+        text = plaintext[_V2.size : end].decode("utf-8", "surrogatepass")
+    except (struct.error, UnicodeDecodeError):
+        raise StateError("bad_claims", "version-2 plaintext does not parse") from None
+    name = _METHODS.get(method & ~_STDLIB_EXTRA)
+    if name is None or len(plaintext) < end or not 0 < a <= b < c <= d < e < len(text):
+        raise StateError("bad_claims", "version-2 method or text out of range")
+    extra = _extra_of(plaintext[end:], stdlib=bool(method & _STDLIB_EXTRA)) if len(plaintext) > end else {}
+    claims = Claims(
+        iat, exp, text[:a], name, text[a:b], text[b:c], text[c:d] or None, text[d:e], round_, text[e:], extra
+    )
+    if problem := _problem(claims):
+        raise StateError("bad_claims", problem)
+    return claims
+
+
+def _extra_json(extra: dict[str, Any]) -> tuple[bytes, bool]:
+    """Compact JSON of a non-empty ``extra``, and whether the standard library wrote it (orjson refused)."""
+    try:
+        try:
+            encoded, stdlib = orjson.dumps(extra), False
+        except TypeError:
+            encoded, stdlib = json.dumps(extra, separators=(",", ":"), allow_nan=False).encode("ascii"), True
+        # JSON turns a tuple into a list, an integer key into a string, and orjson a NaN into null.
+        if _extra_of(encoded, stdlib=stdlib) != extra:
+            raise ValueError("extra must hold JSON-native values only")
+    except (TypeError, ValueError, RecursionError, StateError) as exc:
+        raise ValueError(f"refusing to seal claims that do not survive JSON: {exc}") from None
+    return encoded, stdlib
+
+
+def _extra_of(data: bytes, *, stdlib: bool) -> dict[str, Any]:
+    """The ``extra`` of a version-2 plaintext, read by the decoder that reads its writer exactly."""
+    try:
+        value = json.loads(data.decode("ascii"), parse_constant=reject_constant) if stdlib else orjson.loads(data)
+    except (ValueError, RecursionError):  # JSONDecodeError, orjson.JSONDecodeError, UnicodeDecodeError, NaN
+        raise StateError("bad_claims", "extra is not JSON") from None
+    if type(value) is not dict or not value:
+        raise StateError("bad_claims", "extra must be a non-empty object")
+    if stdlib:
+        try:
+            orjson.dumps(value)
+        except TypeError:
+            return value
+        raise StateError("bad_claims", "extra orjson writes is flagged as the standard library's")  # a 2nd spelling
+    return value
+
+
+def _to_v1(c: Claims) -> bytes:
+    values = (c.iat, c.exp, c.aud, c.method, c.target, c.args_digest, c.principal, c.hold_id, c.round, c.owner)
+    wire = dict(zip(_V1_KEYS, (*values, dict(c.extra)), strict=True))
+    try:
+        payload = json.dumps(wire, separators=(",", ":"), allow_nan=False).encode("ascii")
+        if json.loads(payload)["x"] != wire["x"]:
+            raise ValueError("extra must hold JSON-native values only")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"refusing to seal claims that do not survive JSON: {exc}") from None
+    return payload
+
+
+def _from_v1(plaintext: bytes) -> Claims:
+    try:
+        wire = json.loads(plaintext.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError too
+        raise StateError("bad_claims", "version-1 plaintext is not JSON") from None
+    if not isinstance(wire, dict) or wire.keys() != set(_V1_KEYS):
+        raise StateError("bad_claims", "version-1 plaintext is not an object of exactly the claim keys")
+    claims = Claims(*(wire[key] for key in _V1_KEYS))
+    if problem := _problem(claims):
+        raise StateError("bad_claims", problem)
+    return claims
+
+
+# The version-2 nonce run (module docstring): one item, so a restart replaces it in place.
+_run: Final = [itertools.count(int.from_bytes(os.urandom(12), "big"))]
+
+
+def next_nonce() -> bytes:
+    """The next 12-byte nonce of this process's run."""
+    return (next(_run[0]) % 2**96).to_bytes(12, "big")
+
+
+def restart_nonces(start: int | None = None) -> None:
+    """Begin a new run at a fresh random point (after a fork), or at ``start`` (tests: the wrap)."""
+    _run[0] = itertools.count(int.from_bytes(os.urandom(12), "big") if start is None else start % 2**96)
+
+
+os.register_at_fork(after_in_child=restart_nonces)

@@ -6,31 +6,25 @@ answers the first page), so the gateway checks for it: every ``nextCursor`` it r
 backend's cursor wrapped with a MAC bound to the route and the list method, and a cursor the
 client sends must open, or the request is refused with -32602 before it reaches the backend.
 
-Format: ``c1.`` + base64url(HMAC-SHA256(key, route "\\n" method "\\n" cursor)[:16] ‖ cursor).
-Keys are derived from the requestState secrets (HKDF, their own label, so this key is neither the
-sealing key nor the forwarding key); the first signs, every one verifies, so a rotation keeps
-cursors valid across replicas exactly as it keeps requestState valid. Cursors are not secret
-(the backend's own cursor is readable inside), only authentic.
+Format: ``c1.`` + base64url(HMAC-SHA256(key, route "\\n" method "\\n" cursor)[:16] ‖ cursor), in the
+one strict spelling of :mod:`gateway.keyset`. The keys are the state keys'
+:attr:`~gateway.keyset.Label.CURSOR` keys (neither the sealing key nor the forwarding key), asked
+for on every use: the first signs, every one verifies, so a key reload rotates cursors with every
+other token format. Cursors are not secret (the backend's own cursor is readable inside), only
+authentic.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
-import re
-from collections.abc import Sequence
 from typing import Final
 
-from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from gateway.keyset import KeySet, Label, b64url_decode_strict, b64url_nopad
 
 PREFIX: Final = "c1."
 MAX_LENGTH: Final = 8192
 _TAG: Final = 16
-_INFO: Final = b"mrtr-gateway/cursor/v1/hmac-sha256"
-_B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class InvalidCursor(ValueError):
@@ -38,15 +32,8 @@ class InvalidCursor(ValueError):
 
 
 class Cursors:
-    def __init__(self, secrets: Sequence[bytes]) -> None:
-        self._keys: tuple[bytes, ...] = ()
-        self.rekey(secrets)
-
-    def rekey(self, secrets: Sequence[bytes]) -> None:
-        """Sign with the first of ``secrets`` from now on, and open with any of them (key reload)."""
-        if not secrets:
-            raise ValueError("at least one secret is needed to sign cursors")
-        self._keys = tuple(HKDF(algorithm=SHA256(), length=32, salt=None, info=_INFO).derive(s) for s in secrets)
+    def __init__(self, keys: KeySet) -> None:
+        self._keys = keys
 
     @staticmethod
     def _tag(key: bytes, route: str, method: str, cursor: bytes) -> bytes:
@@ -54,22 +41,19 @@ class Cursors:
 
     def wrap(self, route: str, method: str, cursor: str) -> str:
         raw = cursor.encode()
-        blob = self._tag(self._keys[0], route, method, raw) + raw
-        return PREFIX + base64.urlsafe_b64encode(blob).rstrip(b"=").decode()
+        return PREFIX + b64url_nopad(self._tag(self._keys[Label.CURSOR][0], route, method, raw) + raw)
 
     def unwrap(self, route: str, method: str, token: str) -> str:
         """The backend's cursor inside ``token``; :class:`InvalidCursor` when it does not open."""
         if not token.startswith(PREFIX) or len(token) > MAX_LENGTH:
             raise InvalidCursor("not a gateway cursor")
-        body = token[len(PREFIX) :]
-        if not _B64URL.fullmatch(body) or len(body) % 4 == 1:
-            raise InvalidCursor("not base64url")
         try:
-            blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        except (binascii.Error, ValueError):
+            blob = b64url_decode_strict(token[len(PREFIX) :])
+        except ValueError:
             raise InvalidCursor("not base64url") from None
         tag, raw = blob[:_TAG], blob[_TAG:]
-        if len(tag) != _TAG or not any(hmac.compare_digest(self._tag(k, route, method, raw), tag) for k in self._keys):
+        keys = self._keys[Label.CURSOR]
+        if len(tag) != _TAG or not any(hmac.compare_digest(self._tag(k, route, method, raw), tag) for k in keys):
             raise InvalidCursor("bad tag")
         try:
             return raw.decode()

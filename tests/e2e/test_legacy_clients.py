@@ -24,8 +24,9 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTO
 
 from gateway import keys, relay
 from gateway.demo.backend import DemoBackend
+from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.legacy_passthrough import MISSING_VERSION_MESSAGE
-from gateway.state.legacy_ids import LegacySessionIds
+from gateway.keyset import KeySet
 
 Backend = tuple[DemoBackend, str]
 
@@ -327,7 +328,7 @@ KEYS = (b"k" * 32, b"j" * 32)
 
 
 def test_session_ids_open_only_on_their_route_and_for_their_credential() -> None:
-    sessions = LegacySessionIds(KEYS)
+    sessions = LegacySessionIds(KeySet(KEYS))
     token = sessions.open("r", "backend-1", "Bearer a")
     assert token.startswith("s1.")
     assert "backend-1" not in token
@@ -350,15 +351,15 @@ def test_session_ids_open_only_on_their_route_and_for_their_credential() -> None
     ],
 )
 def test_tampered_or_malformed_session_ids_do_not_open(mangle: Any) -> None:
-    sessions = LegacySessionIds(KEYS)
+    sessions = LegacySessionIds(KeySet(KEYS))
     assert sessions.backend_id(mangle(sessions.open("r", "b", None)), "r", None) is None
 
 
 def test_session_ids_survive_key_rotation_and_any_replica_opens_them() -> None:
-    old_ring = LegacySessionIds((KEYS[1],))
+    old_ring = LegacySessionIds(KeySet((KEYS[1],)))
     token = old_ring.open("r", "b", None)
-    assert LegacySessionIds((KEYS[0], KEYS[1])).backend_id(token, "r", None) == "b"
-    assert LegacySessionIds((KEYS[0],)).backend_id(token, "r", None) is None
+    assert LegacySessionIds(KeySet((KEYS[0], KEYS[1]))).backend_id(token, "r", None) == "b"
+    assert LegacySessionIds(KeySet((KEYS[0],))).backend_id(token, "r", None) is None
 
 
 async def test_a_legacy_session_continues_on_another_replica(

@@ -22,7 +22,7 @@ from live import count_case, fuzz_settings
 from state_oracle import v1_plaintext
 
 from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, StateError, args_digest, check_bindings, principal_tag
-from gateway.state.codec import MRTR_METHODS
+from gateway.state.claims import MRTR_METHODS
 
 NOW = 1_800_000_000
 SECRET = b"fuzz-secret-fuzz-secret-fuzz-secret"

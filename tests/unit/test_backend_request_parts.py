@@ -3,6 +3,7 @@ capabilities half, a session's headers, its timeouts; and the mapping of foreign
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -12,7 +13,7 @@ from gateway.errors import BackendUnavailable
 from gateway.legacy import pool_keys
 from gateway.legacy.session import SessionExpired
 from gateway.legacy.streamable_http import StreamableHttpSession
-from gateway.legacy.wire import backend_errors
+from gateway.legacy.wire import MAX_NESTING, backend_errors, decode_json
 from gateway.translate import capabilities as caps
 
 SHAPES: list[dict[str, Any]] = [
@@ -79,6 +80,7 @@ async def test_headers_follow_the_session_state_and_keep_their_precedence() -> N
         (aiohttp.ClientOSError(), "transport_error"),
         (ValueError("bad json"), "malformed_response"),
         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), "malformed_response"),
+        (RecursionError(), "malformed_response"),
     ],
 )
 def test_backend_errors_map_foreign_failures(raised: Exception, reason: str) -> None:
@@ -99,3 +101,33 @@ def test_backend_errors_let_their_own_and_others_through() -> None:
         raise KeyError("not a backend failure")
     with backend_errors("call"):
         pass
+
+
+def nested(depth: int, opener: str = "[", closer: str = "]") -> str:
+    return opener * depth + closer * depth
+
+
+@pytest.mark.parametrize(("opener", "closer"), [("[", "]"), ('{"a":', "}")])
+def test_backend_json_nests_at_most_max_nesting_deep(opener: str, closer: str) -> None:
+    inner = '{"a":0}'  # the innermost array or object: one level
+    at_the_bound = opener * (MAX_NESTING - 1) + inner + closer * (MAX_NESTING - 1)
+    assert decode_json(at_the_bound) == json.loads(at_the_bound)
+    assert decode_json(at_the_bound.encode()) == json.loads(at_the_bound)
+    for too_deep in (
+        opener * MAX_NESTING + inner + closer * MAX_NESTING,
+        nested(10_000),  # deeper than the decoder itself follows
+        '{"ok":[1,2,' + opener * MAX_NESTING + inner + closer * MAX_NESTING + "]}",
+    ):
+        with pytest.raises(BackendUnavailable) as failure:
+            decode_json(too_deep)
+        assert failure.value.reason == "malformed_response"
+
+
+def test_backend_json_is_utf8_only() -> None:
+    assert decode_json('{"a":"\u00e9"}'.encode()) == {"a": "\u00e9"}
+    assert decode_json(b'\xef\xbb\xbf{"a":1}') == {"a": 1}  # a BOM is ignored (RFC 8259 section 8.1)
+    for not_utf8 in (b'{"a":"\xff"}', b'{"a":"\xed\xa0\x80"}', '{"a":1}'.encode("utf-16")):
+        with pytest.raises(ValueError):
+            decode_json(not_utf8)
+    with pytest.raises(ValueError):
+        decode_json(b"{not json")

@@ -33,7 +33,7 @@ def _route(**holds: Any) -> RouteRuntime:
         },
         env={},
     )
-    return RouteRuntime(settings.routes[0], pool=cast(Any, None))
+    return RouteRuntime(settings.routes[0], pool=cast(Any, None), credentials=cast(Any, None))
 
 
 def _call(method: str = "tools/call", params: dict[str, Any] | None = None, principal: str | None = "alice") -> Call:

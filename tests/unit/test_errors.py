@@ -57,6 +57,8 @@ def test_gateway_conditions_use_no_code_from_the_closed_or_reserved_bands(error:
         (BackendUnavailable("timeout"), BACKEND_UNAVAILABLE, "timeout", 502),
         (Overloaded("principal_hold_limit", 2), OVERLOADED, "principal_hold_limit", 503),
         (HoldLost("owner_unreachable"), HOLD_LOST, "owner_unreachable", 502),
+        (HoldLost("owner_unresponsive"), HOLD_LOST, "owner_unresponsive", 502),
+        (Overloaded("max_connections", 1), OVERLOADED, "max_connections", 503),
     ],
 )
 def test_each_condition_has_a_machine_readable_reason_and_a_status_that_does_not_blame_the_client(

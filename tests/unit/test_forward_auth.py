@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gateway.keyset import KeySet
 from gateway.replicas.auth import MAX_SKEW, ForwardSigner
 
 OLD = b"o" * 32
@@ -18,13 +19,13 @@ HOP: dict[str, Any] = {"method": "POST", "target": OWNER, "path": "/mcp", "body"
 
 
 def test_a_signature_verifies_once_for_the_same_request() -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=1000)
     assert signer.check(token, **HOP, now=1000) is None
 
 
 def test_a_nonce_seen_before_is_refused_even_with_a_valid_mac() -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=1000)
     assert signer.check(token, **HOP, now=1000) is None
     assert signer.check(token, **HOP, now=1001) == "nonce_reused"
@@ -32,7 +33,7 @@ def test_a_nonce_seen_before_is_refused_even_with_a_valid_mac() -> None:
 
 
 def test_the_nonce_memory_is_bounded_and_fails_closed() -> None:
-    signer = ForwardSigner([NEW], nonce_memory=2)
+    signer = ForwardSigner(KeySet([NEW]), nonce_memory=2)
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) is None
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) is None
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000) == "nonce_memory_full"
@@ -53,28 +54,28 @@ def test_the_nonce_memory_is_bounded_and_fails_closed() -> None:
     ],
 )
 def test_another_method_path_body_credential_or_target_is_refused(changed: dict[str, Any]) -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=1000)
     assert signer.check(token, **{**HOP, **changed}, now=1000) == "bad_signature"
 
 
 def test_a_replica_without_an_advertised_address_accepts_no_hop() -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=1000)
     assert signer.check(token, **{**HOP, "target": None}, now=1000) == "not_a_forwarding_target"
 
 
 def test_an_old_or_future_signature_is_refused() -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW) is None
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 + MAX_SKEW + 1) is not None
     assert signer.check(signer.sign(**HOP, now=1000), **HOP, now=1000 - MAX_SKEW - 1) is not None
 
 
 def test_rotation_a_ring_verifies_with_every_key_and_signs_with_the_first() -> None:
-    token = ForwardSigner([OLD]).sign(**HOP, now=5)
-    assert ForwardSigner([NEW, OLD]).check(token, **HOP, now=5) is None
-    assert ForwardSigner([NEW]).check(token, **HOP, now=5) is not None
+    token = ForwardSigner(KeySet([OLD])).sign(**HOP, now=5)
+    assert ForwardSigner(KeySet([NEW, OLD])).check(token, **HOP, now=5) is None
+    assert ForwardSigner(KeySet([NEW])).check(token, **HOP, now=5) is not None
 
 
 def _with_mac_text(token: str, mac_text: str) -> str:
@@ -82,7 +83,7 @@ def _with_mac_text(token: str, mac_text: str) -> str:
 
 
 def test_mac_decoding_is_strict() -> None:
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=5)
     mac_text = token.rsplit(".", 1)[1]
     assert signer.check(_with_mac_text(token, mac_text + "="), **HOP, now=5) == "malformed"
@@ -112,12 +113,12 @@ def test_mac_decoding_is_strict() -> None:
     ],
 )
 def test_malformed_tokens_are_refused(token: str) -> None:
-    assert ForwardSigner([NEW]).check(token, **HOP, now=5) == "malformed"
+    assert ForwardSigner(KeySet([NEW])).check(token, **HOP, now=5) == "malformed"
 
 
 def test_the_hop_key_is_not_the_sealing_secret() -> None:
     # A token signed with the raw secret (instead of the HKDF-derived hop key) must not verify.
-    signer = ForwardSigner([NEW])
+    signer = ForwardSigner(KeySet([NEW]))
     token = signer.sign(**HOP, now=5)
     _, ts, nonce, _ = token.split(".")
     message = "\n".join(("v2", ts, nonce, "POST", OWNER, "/mcp", "")).encode()

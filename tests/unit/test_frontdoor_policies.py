@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.frontdoor.origin import OriginPolicy
+from gateway.keyset import KeySet
 from gateway.translate import catalogue
 from gateway.translate.cursors import Cursors, InvalidCursor
 
@@ -45,7 +46,7 @@ def test_default_origin_policy_is_loopback_only_and_star_allows_any() -> None:
 
 
 def test_cursors_open_only_for_the_route_and_method_they_were_issued_for() -> None:
-    cursors = Cursors([b"k" * 32])
+    cursors = Cursors(KeySet([b"k" * 32]))
     token = cursors.wrap("demo", "tools/list", "page-2")
     assert cursors.unwrap("demo", "tools/list", token) == "page-2"
     for route, method in (("other", "tools/list"), ("demo", "prompts/list")):
@@ -58,13 +59,13 @@ def test_cursors_open_only_for_the_route_and_method_they_were_issued_for() -> No
 )
 def test_cursors_the_gateway_did_not_issue_are_refused(token: str) -> None:
     with pytest.raises(InvalidCursor):
-        Cursors([b"k" * 32]).unwrap("demo", "tools/list", token)
+        Cursors(KeySet([b"k" * 32])).unwrap("demo", "tools/list", token)
 
 
 def test_cursors_survive_key_rotation() -> None:
     old, new = b"o" * 32, b"n" * 32
-    token = Cursors([old]).wrap("demo", "tools/list", "x")
-    assert Cursors([new, old]).unwrap("demo", "tools/list", token) == "x"
+    token = Cursors(KeySet([old])).wrap("demo", "tools/list", "x")
+    assert Cursors(KeySet([new, old])).unwrap("demo", "tools/list", token) == "x"
 
 
 TOOLS = [{"name": "add"}, {"name": "ask_city"}]

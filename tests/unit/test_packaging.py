@@ -284,8 +284,25 @@ def test_ci_value_sets_satisfy_the_values_schema(validator: Any, values: dict[st
             "config/routes/0/backend",
         ),
         ({"config": {"listen": {"port": 70000}}}, "config/listen/port"),
+        ({"strategy": {"type": "Rolling"}}, "strategy/type"),
+        ({"ingress": {"hosts": [{"host": "h", "paths": [{"path": "mcp"}]}]}}, "ingress/hosts/0/paths/0/path"),
+        ({"httpRoute": {"timeouts": {"request": "1 minute"}}}, "httpRoute/timeouts/request"),
+        ({"serviceMonitor": {"relabelings": [{"source_labels": ["pod"]}]}}, "serviceMonitor/relabelings/0"),
+        ({"serviceMonitor": {"scheme": "HTTPS"}}, "serviceMonitor/scheme"),
     ],
-    ids=["type", "latest-tag", "short-key", "unknown-value", "unknown-config-option", "config-range"],
+    ids=[
+        "type",
+        "latest-tag",
+        "short-key",
+        "unknown-value",
+        "unknown-config-option",
+        "config-range",
+        "strategy-type",
+        "ingress-relative-path",
+        "httproute-duration",
+        "prometheus-style-relabeling",
+        "scrape-scheme",
+    ],
 )
 def test_values_schema_refuses_mistakes(
     validator: Any, values: dict[str, Any], override: dict[str, Any], where: str
@@ -337,6 +354,8 @@ def test_each_template_holds_one_resource() -> None:
         "poddisruptionbudget",
         "servicemonitor",
         "hpa",
+        "ingress",
+        "httproute",
         "test-connection",
     }
     for template in templates:
@@ -374,6 +393,139 @@ def test_default_security_context_is_non_root_and_read_only(values: dict[str, An
     assert values["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
+# --- exposure and rollout ------------------------------------------------------------------------
+
+TEMPLATES = CHART / "templates"
+ACTION = re.compile(r"\{\{-?\s*(/\*.*?\*/)?\s*(\w+)?.*?-?\}\}", re.DOTALL)
+BLOCKS = {"if", "with", "range", "define"}
+
+
+def template_text(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def gated_by(text: str) -> str:
+    """The condition that wraps the whole template: it must open the first action and close with
+    the last one, so that a false value renders nothing at all."""
+    actions = [(m.group(0), m.group(2)) for m in ACTION.finditer(text) if not m.group(1)]
+    first, keyword = actions[0]
+    assert keyword == "if", f"the template does not start with a condition: {first}"
+    assert text.startswith(first), "text before the condition would render anyway"
+    assert actions[-1][1] == "end"
+    assert text.rstrip().endswith(actions[-1][0]), "text after the condition would render anyway"
+    depth = 0
+    for index, (_, word) in enumerate(actions):
+        depth += (word in BLOCKS) - (word == "end")
+        assert depth > 0 or index == len(actions) - 1, "the condition closes before the end of the template"
+    return first
+
+
+@pytest.mark.parametrize(("template", "value"), [("ingress.yaml", "ingress"), ("httproute.yaml", "httpRoute")])
+def test_ingress_and_httproute_are_off_by_default_and_render_nothing_then(
+    values: dict[str, Any], template: str, value: str
+) -> None:
+    assert values[value]["enabled"] is False
+    assert gated_by(template_text(template)) == f"{{{{- if .Values.{value}.enabled }}}}"
+
+
+def test_ingress_and_httproute_lead_to_the_services_client_port() -> None:
+    """The Service is the full name; its client port (named http) is service.port, and both routes
+    send every path there, never to the pods or to the metrics port."""
+    service = template_text("service.yaml")
+    assert '  name: {{ include "mrtr-gateway.fullname" . }}\n' in service
+    assert re.search(r"- name: http\n\s+port: \{\{ \.Values\.service\.port \}\}\n\s+targetPort: http\n", service)
+    ingress = template_text("ingress.yaml")
+    assert '{{- $service := include "mrtr-gateway.fullname" . }}' in ingress
+    assert re.search(
+        r"backend:\n\s+service:\n\s+name: \{\{ \$service \}\}\n"
+        r"\s+port:\n\s+number: \{\{ \$\.Values\.service\.port \}\}\n",
+        ingress,
+    )
+    assert ingress.count("backend:") == 1
+    route = template_text("httproute.yaml")
+    assert re.search(
+        r"backendRefs:\n\s+- name: \{\{ include \"mrtr-gateway\.fullname\" \. \}\}\n"
+        r"\s+port: \{\{ \.Values\.service\.port \}\}\n",
+        route,
+    )
+    assert route.count("- name:") == 1
+    for text in (ingress, route):
+        assert "metrics" not in text.replace("/metrics", "")  # no metrics port as a backend
+
+
+# The HTTPRoute fields of gateway.networking.k8s.io/v1 the template may use. No Gateway API schema
+# is available offline, so kubernetes-validate cannot check it: this and render-helm.sh's
+# field-by-field check of each rendering stand in (a misspelt field would be dropped or refused).
+HTTPROUTE_FIELDS = {
+    "apiVersion",
+    "kind",
+    "metadata",
+    "name",
+    "namespace",
+    "labels",
+    "annotations",
+    "spec",
+    "parentRefs",
+    "hostnames",
+    "rules",
+    "matches",
+    "path",
+    "type",
+    "value",
+    "backendRefs",
+    "port",
+    "timeouts",
+}
+
+
+def test_httproute_is_gateway_api_v1_with_known_fields_only() -> None:
+    text = template_text("httproute.yaml")
+    assert "\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n" in text
+    body = ACTION.sub("", text)
+    fields = set(re.findall(r"^\s*(?:- )?([A-Za-z]+):", body, flags=re.MULTILINE))
+    assert fields <= HTTPROUTE_FIELDS, fields - HTTPROUTE_FIELDS
+    assert {"parentRefs", "rules", "matches", "backendRefs"} <= fields
+    assert re.findall(r"type: (\w+)", body) == ["PathPrefix", "Exact"]
+    assert "httpRoute.parentRefs needs at least one Gateway" in text  # no route that attaches nowhere
+
+
+def test_public_paths_are_the_routes_and_their_oauth_metadata_only() -> None:
+    """What the Ingress and the HTTPRoute expose by default: the routes' paths and the metadata
+    paths the gateway serves for them, never /metrics, /healthz or /readyz."""
+    from gateway.auth.gate import WELL_KNOWN
+
+    helpers = template_text("_helpers.tpl")
+    found = re.search(
+        r'\{\{- define "mrtr-gateway\.publicPaths" -\}\}\n(.*?)\n\{\{- end \}\}\n(\n|\Z)', helpers, re.DOTALL
+    )
+    assert found, "no mrtr-gateway.publicPaths helper"
+    helper = found.group(1)
+    assert f'$wellKnown := "{WELL_KNOWN}"' in helper
+    assert "range .Values.config.routes" in helper
+    assert ".resource_metadata" in helper
+    for internal in ("/metrics", "/healthz", "/readyz"):
+        assert internal not in helper
+    for template in ("ingress.yaml", "httproute.yaml"):
+        assert 'include "mrtr-gateway.publicPaths" . | fromJsonArray' in template_text(template)
+
+
+def test_rollout_surges_before_it_stops_a_pod_and_keeps_few_revisions(values: dict[str, Any]) -> None:
+    """A stopping pod drains and takes no new calls, so the default rollout starts a ready pod first."""
+    assert values["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    assert 0 < values["revisionHistoryLimit"] <= 10
+    deployment = template_text("deployment.yaml")
+    assert "revisionHistoryLimit: {{ .Values.revisionHistoryLimit }}" in deployment
+    # Kubernetes refuses rollingUpdate on a Recreate Deployment, even when values merged it in.
+    assert '{{- if and (eq .Values.strategy.type "RollingUpdate") .Values.strategy.rollingUpdate }}' in deployment
+
+
+@pytest.mark.parametrize("option", ["scheme", "tlsConfig", "relabelings", "metricRelabelings"])
+def test_servicemonitor_options_are_rendered_only_when_set(values: dict[str, Any], option: str) -> None:
+    assert not values["serviceMonitor"][option]
+    text = template_text("servicemonitor.yaml")
+    assert re.search(rf"\{{\{{- with \.Values\.serviceMonitor\.{option} \}}\}}\n\s+{option}:", text), option
+
+
 # --- dashboard and alerts -------------------------------------------------------------------------
 
 DASHBOARD = CHART / "dashboards" / "mrtr-gateway.json"
@@ -399,6 +551,7 @@ DASHBOARD_FAMILIES = {
     "sessions by state": "mrtr_gateway_backend_sessions_by_state",
     "event-loop lag": "mrtr_gateway_event_loop_lag_seconds_bucket",
     "build info": "mrtr_gateway_build_info",
+    "auth refusals": "mrtr_gateway_auth_refusals_total",
 }
 ALERTS = {
     "MrtrGatewayBackendUnavailable": "mrtr_gateway_backend_errors_total",
@@ -407,7 +560,12 @@ ALERTS = {
     "MrtrGatewayHoldExpirations": "mrtr_gateway_hold_expirations_total",
     "MrtrGatewayReplicasUnreachable": "mrtr_gateway_forwards_total",
     "MrtrGatewayEventLoopLag": "mrtr_gateway_event_loop_lag_seconds_bucket",
+    "MrtrGatewayErrorRatio": "mrtr_gateway_requests_total",
+    "MrtrGatewayLatencyHigh": "mrtr_gateway_request_seconds_bucket",
+    "MrtrGatewayAuthRefusals": "mrtr_gateway_auth_refusals_total",
 }
+TARGET_ALERTS = {"MrtrGatewayTargetDown": "up{", "MrtrGatewayTargetMissing": "absent(up{"}
+"""Alerts on Prometheus's own ``up`` series of the release's targets (no gateway metric in them)."""
 
 
 def exported_series() -> set[str]:
@@ -459,9 +617,12 @@ def test_every_dashboard_query_names_an_existing_metric() -> None:
 def test_every_alert_names_an_existing_metric() -> None:
     text = PROMETHEUS_RULE.read_text(encoding="utf-8")
     alerts = re.findall(r"- alert: (\w+)\n\s+expr: \|\n((?: {12}.*\n)+)", text)
-    assert {name for name, _ in alerts} == set(ALERTS)
+    assert {name for name, _ in alerts} == set(ALERTS) | set(TARGET_ALERTS)
     exported = exported_series()
     for name, expr in alerts:
+        if name in TARGET_ALERTS:
+            assert TARGET_ALERTS[name] in expr, name
+            continue
         names = set(METRIC_NAME.findall(expr))
         assert ALERTS[name] in names, name
         assert names <= exported, f"{name}: unknown metric {names - exported}"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.state.encoding import b64url_decode_strict, b64url_nopad
+from gateway.keyset import b64url_decode_strict, b64url_nopad
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _REFERENCE_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)

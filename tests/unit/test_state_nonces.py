@@ -1,6 +1,6 @@
 """The AES-GCM nonces of version-2 tokens: a per-process counter from a random start, never a repeat.
 
-What :mod:`gateway.state.nonces` promises: 12 bytes, consecutive within a run, no repeat within a
+What :func:`gateway.state.codec.next_nonce` promises: 12 bytes, consecutive within a run, no repeat within a
 run (including across the wrap from ``2**96 - 1`` to ``0``, across threads and across key rings),
 a fresh random start on every restart and in the child of every fork, and that the codec seals
 version-2 tokens with it (version 1 keeps drawing ``os.urandom``, as the release it stands in for).
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from state_oracle import NOW, OLD, make_claims
 
-from gateway.state import KeyRing, nonces
-from gateway.state.encoding import b64url_decode_strict
+from gateway.keyset import b64url_decode_strict
+from gateway.state import KeyRing, codec
 
 LAST = 2**96 - 1
 
@@ -27,7 +27,7 @@ LAST = 2**96 - 1
 def fresh_run() -> Iterator[None]:
     """Every test leaves the process on a fresh random run, as after a restart."""
     yield
-    nonces.restart()
+    codec.restart_nonces()
 
 
 def as_int(nonce: bytes) -> int:
@@ -40,16 +40,16 @@ def nonce_of(token: str) -> bytes:
 
 
 def test_a_run_counts_up_by_one_in_twelve_bytes_without_a_repeat() -> None:
-    drawn = [nonces.next_nonce() for _ in range(100_000)]
-    assert {len(nonce) for nonce in drawn} == {nonces.NONCE_BYTES} == {12}
+    drawn = [codec.next_nonce() for _ in range(100_000)]
+    assert {len(nonce) for nonce in drawn} == {12}
     assert len(set(drawn)) == len(drawn)
     first = as_int(drawn[0])
     assert [as_int(nonce) for nonce in drawn] == [(first + i) % 2**96 for i in range(len(drawn))]
 
 
 def test_the_run_wraps_from_the_last_nonce_to_zero_without_a_repeat() -> None:
-    nonces.restart(LAST - 1)
-    drawn = [nonces.next_nonce() for _ in range(4)]
+    codec.restart_nonces(LAST - 1)
+    drawn = [codec.next_nonce() for _ in range(4)]
     assert drawn == [
         b"\xff" * 11 + b"\xfe",
         b"\xff" * 12,
@@ -61,8 +61,8 @@ def test_the_run_wraps_from_the_last_nonce_to_zero_without_a_repeat() -> None:
 def test_a_restart_draws_a_fresh_random_start() -> None:
     starts = set()
     for _ in range(20):
-        nonces.restart()
-        starts.add(as_int(nonces.next_nonce()))
+        codec.restart_nonces()
+        starts.add(as_int(codec.next_nonce()))
     # 20 uniform 96-bit draws: equal or adjacent only with probability ~2**-88.
     ordered = sorted(starts)
     assert len(ordered) == 20
@@ -74,7 +74,7 @@ def test_threads_sharing_the_run_never_draw_the_same_nonce() -> None:
 
     def draw(into: list[bytes]) -> None:
         for _ in range(20_000):
-            into.append(nonces.next_nonce())
+            into.append(codec.next_nonce())
 
     threads = [threading.Thread(target=draw, args=(into,)) for into in drawn]
     for thread in threads:
@@ -90,17 +90,17 @@ def test_threads_sharing_the_run_never_draw_the_same_nonce() -> None:
 def test_a_forked_child_starts_a_run_of_its_own() -> None:
     """Without the fork hook the child would continue the parent's run: its first nonce would be
     the one the parent draws next, and both would seal with it."""
-    nonces.next_nonce()
+    codec.next_nonce()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report its first nonce and leave at once (no pytest teardown)
         try:
-            os.write(write_end, nonces.next_nonce())
+            os.write(write_end, codec.next_nonce())
         finally:
             os._exit(0)
     os.close(write_end)
     try:
-        parent_next = nonces.next_nonce()
+        parent_next = codec.next_nonce()
         ready, _, _ = select.select([read_end], [], [], 30)
         assert ready, "the forked child did not report its nonce"
         child_first = os.read(read_end, 64)
@@ -123,7 +123,7 @@ def test_v2_seals_draw_consecutive_nonces_of_the_run_across_rings() -> None:
 
 def test_v2_seals_go_on_across_the_wrap() -> None:
     ring = KeyRing([OLD])
-    nonces.restart(LAST)
+    codec.restart_nonces(LAST)
     tokens = [ring.seal(make_claims()) for _ in range(2)]
     assert [nonce_of(token) for token in tokens] == [b"\xff" * 12, bytes(12)]
     assert all(ring.unseal(token, now=NOW) == make_claims() for token in tokens)
@@ -131,15 +131,13 @@ def test_v2_seals_go_on_across_the_wrap() -> None:
 
 def test_v1_seals_keep_drawing_random_nonces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Version 1 stands in for the release that drew ``os.urandom(12)`` per token: it still does."""
-    import gateway.state.codec as codec
-
     calls: list[int] = []
 
     def urandom(n: int) -> bytes:
         calls.append(n)
         return bytes(range(n))
 
-    monkeypatch.setattr(codec, "_urandom", urandom)
+    monkeypatch.setattr(os, "urandom", urandom)
     token = KeyRing([OLD], seal_version=1).seal(make_claims())
     assert calls == [12]
     assert nonce_of(token) == bytes(range(12))

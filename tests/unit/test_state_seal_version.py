@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tomllib
 from dataclasses import fields, replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -45,7 +47,7 @@ def previous() -> ModuleType:
 
 @pytest.fixture
 def fixed_nonce(monkeypatch: pytest.MonkeyPatch) -> bytes:
-    """Both codecs draw this nonce: the previous one through ``os.urandom``, this one its alias."""
+    """Both codecs draw this nonce through ``os.urandom``."""
     nonce = bytes(range(12))
 
     def urandom(n: int) -> bytes:
@@ -53,7 +55,6 @@ def fixed_nonce(monkeypatch: pytest.MonkeyPatch) -> bytes:
         return nonce
 
     monkeypatch.setattr(os, "urandom", urandom)
-    monkeypatch.setattr(codec, "_urandom", urandom)
     return nonce
 
 
@@ -196,3 +197,24 @@ def test_config_refuses_any_other_seal_version_naming_the_option(value: Any) -> 
     with pytest.raises(ConfigError) as info:
         parse_config(config(seal_version=value), env={})
     assert str(info.value) == f"state.seal_version: must be 1 or 2 (an integer), not {value!r}"
+
+
+# --- when version 1 goes ------------------------------------------------------------------------------
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def test_version_1_is_read_only_until_the_release_after_next() -> None:
+    """A reminder that fails on purpose. Version 1 was marked for removal while the gateway was
+    0.1.0 (pyproject.toml's version); it goes in ``codec.V1_DROPPED_IN``, 0.3.0, the release after
+    next. When the version moves, update the pin below; once it reaches ``V1_DROPPED_IN``, remove
+    version 1 (``_to_v1``, ``_from_v1``, ``seal_version`` 1, its config value and these tests)."""
+    version = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["version"]
+    assert version == "0.1.0", f"the gateway is now {version}: is this {codec.V1_DROPPED_IN}? then drop version 1"
+    assert release(version) < release(codec.V1_DROPPED_IN), "drop version 1 in this release"
+    assert codec.SEAL_VERSIONS == (1, 2)
+    assert KeyRing([OLD]).unseal(KeyRing([OLD], seal_version=1).seal(make_claims()), now=NOW) == make_claims()

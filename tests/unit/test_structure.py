@@ -28,6 +28,7 @@ BELOW_FRONTDOOR = (
     "gateway.translate",
     "gateway.config",
     "gateway.replicas",
+    "gateway.backend_auth",
 )
 # Pure layers: no HTTP framework, so they can be tested and reused without a server.
 WITHOUT_AIOHTTP = ("gateway.state", "gateway.translate", "gateway.config", "gateway.frontdoor.classify")

@@ -118,6 +118,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The paths clients outside the cluster need, as a JSON list (for the Ingress and the HTTPRoute):
+every config.routes[].path, and the OAuth protected-resource metadata paths the gateway serves for
+routes with auth.resource_metadata (the path-suffixed form, and the bare one when exactly one route
+publishes). /healthz, /readyz and /metrics are not among them.
+*/}}
+{{- define "mrtr-gateway.publicPaths" -}}
+{{- $wellKnown := "/.well-known/oauth-protected-resource" }}
+{{- $paths := list }}
+{{- $metadata := list }}
+{{- range .Values.config.routes }}
+{{- $paths = append $paths .path }}
+{{- if (.auth | default dict).resource_metadata }}
+{{- $metadata = append $metadata (printf "%s%s" $wellKnown (trimSuffix "/" .path)) }}
+{{- end }}
+{{- end }}
+{{- if eq (len $metadata) 1 }}
+{{- $metadata = append $metadata $wellKnown }}
+{{- end }}
+{{- concat $paths $metadata | uniq | toJson }}
+{{- end }}
+
+{{/*
 Seconds Kubernetes lets a pod stop: the preStop sleep, then the gateway's drain after SIGTERM
 (config.listen.drain_timeout, default 20 s), then its shutdown (at most 10 s). Computed when
 terminationGracePeriodSeconds is null; a set value shorter than that fails the install, since the

@@ -2,27 +2,28 @@
 
 An old (handshake-era) client passed through to a streamable-HTTP backend gets its own backend
 session, but never the backend's id. The id it gets is ``s1.`` + base64url(nonce ‖ AES-256-GCM(backend
-session id, credential digest)), with the route name in the associated data, under a key derived from
-each state secret with its own HKDF label (:mod:`gateway.state.encoding`, as requestState keys are):
-the first secret seals, every secret opens. Nothing is stored, so any replica serves any session and
-nothing expires here (the backend's own 404 ends a session and the client re-initializes); an id
-only opens on its route, for the credential that opened it. Pure: no aiohttp, no I/O.
+session id, credential digest)), with the route name in the associated data, under the state keys'
+:attr:`~gateway.keyset.Label.LEGACY_SESSION` keys: the first seals, every one opens, and a key
+reload rotates them with every other token format. Nothing is stored, so any replica serves any
+session and nothing expires here (the backend's own 404 ends a session and the client
+re-initializes); an id only opens on its route, for the credential that opened it.
+
+It lives beside :mod:`gateway.frontdoor.legacy_passthrough`, its one user: it is not requestState.
+Pure: no aiohttp, no I/O.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from typing import Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from gateway.keyset import KeySet, Label, b64url_decode_strict, b64url_nopad
 from gateway.state.claims import credential_digest
-from gateway.state.encoding import b64url_decode_strict, b64url_nopad, derive_key
 
-_INFO: Final = b"mrtr-gateway/legacy-session/v1/aes-256-gcm"
 _NONCE: Final = 12
 _TAG: Final = 16
 
@@ -33,21 +34,14 @@ class LegacySessionIds:
     PREFIX: Final = "s1."
     MAX_LENGTH: Final = 2048
 
-    def __init__(self, secrets: Sequence[bytes]) -> None:
-        self._aeads: list[AESGCM] = []
-        self.rekey(secrets)
-
-    def rekey(self, secrets: Sequence[bytes]) -> None:
-        """Seal with the first of ``secrets`` from now on, open with any of them (key reload)."""
-        if not secrets:
-            raise ValueError("at least one key is needed to seal legacy session ids")
-        self._aeads = [AESGCM(derive_key(secret, _INFO)) for secret in secrets]
+    def __init__(self, keys: KeySet) -> None:
+        self._keys = keys
 
     def open(self, route: str, backend_id: str, credential: str | None) -> str:
         """The id to give the client for ``backend_id`` on ``route``."""
         nonce = os.urandom(_NONCE)
         plain = json.dumps({"b": backend_id, "p": credential_digest(credential)}, separators=(",", ":")).encode()
-        sealed = self._aeads[0].encrypt(nonce, plain, b"s1|" + route.encode())
+        sealed = AESGCM(self._keys[Label.LEGACY_SESSION][0]).encrypt(nonce, plain, b"s1|" + route.encode())
         return self.PREFIX + b64url_nopad(nonce + sealed)
 
     def backend_id(self, gateway_id: str, route: str, credential: str | None) -> str | None:
@@ -60,9 +54,9 @@ class LegacySessionIds:
             return None
         if len(raw) < _NONCE + _TAG:
             return None
-        for aead in self._aeads:
+        for key in self._keys[Label.LEGACY_SESSION]:
             try:
-                plain = aead.decrypt(raw[:_NONCE], raw[_NONCE:], b"s1|" + route.encode())
+                plain = AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], b"s1|" + route.encode())
             except InvalidTag:
                 continue
             claims = json.loads(plain)

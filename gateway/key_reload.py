@@ -2,22 +2,24 @@
 
 Why. Keys live in a mounted Secret so that they stay put across upgrades and every replica shares
 them. Rotating them must not need a restart: a restart ends every held call of the pod. So the
-gateway re-reads the file and swaps its key ring in place, following the rotation recipe in
+gateway re-reads the file and replaces its keys in place, following the rotation recipe in
 :mod:`gateway.state.codec` (``[old, new]`` everywhere, then ``[new, old]``, then ``[new]``).
 
 When. On :meth:`KeyFileWatcher.request` (the ``serve`` command wires SIGHUP to it) and every
 ``state.reload_interval`` seconds. The file's *content* is compared, not its mtime: Kubernetes
 updates a Secret volume by swapping a symlink, and a rewrite within one mtime tick would be missed.
 
-What changes. The new secrets go to every consumer (the ring, the replica-hop signer, the legacy
-session-id sealer) in one synchronous step, so no request sees half a rotation. Holds and in-flight
+What changes. The new secrets replace the gateway's one :class:`~gateway.keyset.KeySet` in one
+synchronous step, and every token format (requestState, principal tags, old clients' session ids,
+cursors, the replica hop) asks it for its keys, so no request sees half a rotation. Holds and in-flight
 calls are not touched: they keep no key, only the state the client echoes, which the old secret
 (still in the ring during a rotation) unseals; new states are sealed with the new first secret.
 
 Failure. A file that cannot be read or does not validate keeps the current keys; the reason is
 logged (``state_keys_reload_failed``, never key material) and the next trigger tries again.
 
-The task is owned by the application's cleanup context (see :mod:`gateway.app`).
+The task is owned by the application's cleanup context (see :mod:`gateway.app`). Not in
+:mod:`gateway.state`, which is pure: this reads a file.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class KeyFileWatcher:
             return False
         try:
             self._apply(secrets)
-        except ValueError as exc:  # deny-on-error: the consumers refuse what the ring refuses; keep the old keys
+        except (TypeError, ValueError) as exc:  # deny-on-error: KeySet refused them; keep the old keys
             log.error("state_keys_reload_failed", reason=str(exc), keeping=self._describe())
             return False
         self._current = secrets

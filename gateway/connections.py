@@ -1,0 +1,239 @@
+"""The cap on concurrent client connections (``listen.max_connections``), without resets.
+
+At the cap a new connection is admitted if an idle connection can be closed for it, as nginx
+does: the connection that has waited longest for its next request (keep-alive, between requests,
+or with a request head unfinished) is closed, provided it has waited at least
+:data:`REUSE_IDLE_AFTER` (a client that had its answer recently may be sending its next request
+on that connection right now, and that request would meet the close). A connection with a request
+in flight is never closed.
+
+Otherwise the new connection is refused, and refused cleanly (:class:`_Refuse`): its request head
+is read (at most :data:`REFUSAL_HEAD_BYTES`, :data:`REFUSAL_TIMEOUT` seconds), it is answered
+``503`` with ``Retry-After``, ``Connection: close`` and the JSON-RPC error of the gateway's other
+503s (``data.reason: overloaded``, ``data.cause: max_connections``), the write side is shut, and
+whatever the client still sends (a body) is read and dropped until it closes its side, for at most
+:data:`REFUSAL_LINGER` seconds. Closing a socket whose received bytes were never read makes the
+kernel send a reset, and a reset can destroy the 503 before the client reads it: that is how
+clients at the cap used to see ``ConnectionResetError`` instead of the 503 (issue 20).
+
+Connections being refused this way are bounded too (:func:`refusal_slots`); past that bound a
+connection gets the 503 written at once and is closed (a flood of connections must not take every
+file descriptor).
+
+The default cap is derived from the process's open-file limit (:func:`default_max_connections`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+from collections.abc import Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from gateway.errors import Overloaded
+
+REUSE_IDLE_AFTER: Final = 10.0
+"""Seconds a connection must have waited for its next request before it may be closed to admit a
+new one. A client's next request on a kept-alive connection can follow its previous answer by
+seconds when the client is busy (a retry right after its ``InputRequiredResult``), and a request
+that meets the close gets no answer: with 1 s, 243 of 1,000 concurrent two-round calls through a
+cap of 500 were lost that way (``bench.connection_cap``), with 10 s none."""
+REFUSAL_RETRY_AFTER: Final = 1
+"""``Retry-After`` of a connection refused at the cap (a place frees as soon as any client closes)."""
+REFUSAL_HEAD_BYTES: Final = 65536
+"""Most bytes read of a refused connection's request head before it is answered anyway."""
+REFUSAL_TIMEOUT: Final = 5.0
+"""Longest a refused connection's request head is waited for before it is answered anyway."""
+REFUSAL_LINGER: Final = 2.0
+"""Longest a refused connection is read (and its bytes dropped) after its 503, until the client closes."""
+CAP_CEILING: Final = 10_000
+"""The derived default cap never exceeds this."""
+FD_RESERVED: Final = 256
+"""Descriptors kept out of the derivation: listening sockets, logs, key files, the interpreter's own."""
+
+
+def default_max_connections(soft_limit: int | None = None) -> int:
+    """The default ``listen.max_connections``: a third of the open-file soft limit (``ulimit -n``)
+    left after :data:`FD_RESERVED`, between 64 and :data:`CAP_CEILING`.
+
+    Connections being refused take up to half as many again (:func:`refusal_slots`); the other
+    half is for what client connections bring with them: the backend connection an interactive
+    call keeps open while it runs or is held (two with a standalone GET stream), a stdio server's
+    pipes, the hop to another replica."""
+    if soft_limit is None:
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY or soft_limit < 0:
+        return CAP_CEILING
+    return max(64, min(CAP_CEILING, (soft_limit - FD_RESERVED) // 3))
+
+
+def refusal_slots(limit: int) -> int:
+    """How many connections past a cap of ``limit`` may be in the middle of their clean refusal
+    (usually a few milliseconds each: the request head is already there when it is accepted)."""
+    return max(256, limit // 2)
+
+
+def refusal_response() -> bytes:
+    """The bytes of the 503 a connection refused at the cap receives."""
+    error = Overloaded("max_connections", REFUSAL_RETRY_AFTER).to_error()
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Retry-After: {REFUSAL_RETRY_AFTER}\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+_RESPONSE: Final = refusal_response()
+
+
+class _Refuse(asyncio.Protocol):
+    """A connection over the cap: its request head is read, it gets one 503, then a clean close."""
+
+    def __init__(self, done: Callable[[], None]) -> None:
+        self._done = done
+        self._transport: asyncio.Transport | None = None
+        self._head = bytearray()
+        self._answered = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._timer = asyncio.get_running_loop().call_later(REFUSAL_TIMEOUT, self._on_timer)
+
+    def data_received(self, data: bytes) -> None:
+        if self._answered:
+            return  # a body, or anything else: read and dropped while lingering
+        start = max(len(self._head) - 3, 0)
+        self._head += data
+        if self._head.find(b"\r\n\r\n", start) >= 0 or len(self._head) >= REFUSAL_HEAD_BYTES:
+            self._answer()
+
+    def eof_received(self) -> bool:
+        if not self._answered and self._head:
+            self._answer()  # a head cut short: the client may still read the 503
+        self._close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._transport = None
+        self._done()
+
+    def _on_timer(self) -> None:
+        if self._answered:
+            self._close()  # the linger ran out
+        else:
+            self._answer()  # the head never came whole: answered anyway
+
+    def _answer(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        self._answered = True
+        self._head = bytearray()
+        transport.write(_RESPONSE)
+        if transport.can_write_eof():
+            transport.write_eof()  # FIN after the 503; the client's own close then ends the linger
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(REFUSAL_LINGER, self._on_timer)
+
+    def _close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class _RefuseAtOnce(asyncio.Protocol):
+    """Past :func:`refusal_slots`: the 503 written at once, then closed (a reset is possible)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(_RESPONSE)
+        transport.close()
+
+
+def _idle_since(handler: Any) -> float | None:
+    """When ``handler`` (an aiohttp ``RequestHandler``) began waiting for its next request, or None
+    while a request is in flight or it is closing.
+
+    aiohttp has no public view of this; these are the attributes its own keep-alive timer reads
+    (``RequestHandler._process_keepalive``): a pending ``_waiter`` and no queued message means the
+    connection waits for a request; ``_next_keepalive_close_time`` is set to now + keep-alive timeout
+    when it begins waiting. Any attribute missing (another aiohttp): None, the connection is kept."""
+    if getattr(handler, "transport", None) is None or getattr(handler, "_force_close", True):
+        return None
+    waiter = getattr(handler, "_waiter", None)
+    if waiter is None or waiter.done() or getattr(handler, "_messages", True):
+        return None
+    if getattr(handler, "_request_in_progress", True):
+        return None
+    close_time = getattr(handler, "_next_keepalive_close_time", None)
+    timeout = getattr(handler, "keepalive_timeout", None)
+    if not isinstance(close_time, float) or not isinstance(timeout, (int, float)):
+        return None
+    return close_time - timeout if timeout > 0 else 0.0
+
+
+class ConnectionLimiter:
+    """A protocol factory that hands out at most ``limit`` live connections of ``server``, closing
+    an idle one for a new one, refusing cleanly otherwise (module docstring)."""
+
+    def __init__(
+        self,
+        server: web.Server,
+        limit: int,
+        on_refuse: Callable[[], None] | None = None,
+        reuse_idle_after: float = REUSE_IDLE_AFTER,
+    ) -> None:
+        self._server = server
+        self._limit = limit
+        self._on_refuse = on_refuse
+        self._reuse_idle_after = reuse_idle_after
+        self._refusing = 0
+        self._slots = refusal_slots(limit)
+        self.idle_closed = 0
+        """Idle connections closed to admit a new one (for tests and logs)."""
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        connections = self._server.connections
+        if len(connections) >= self._limit and not self._make_room(connections):
+            if self._on_refuse is not None:
+                self._on_refuse()
+            if self._refusing >= self._slots:
+                return _RefuseAtOnce()
+            self._refusing += 1
+            return _Refuse(self._refused)
+        return self._server()
+
+    def _refused(self) -> None:
+        self._refusing -= 1
+
+    def _make_room(self, connections: list[Any]) -> bool:
+        """True if there is a place for one more: connections still counted but already closing are
+        not live, else the longest-idle connection (idle long enough) is closed for it."""
+        closing = 0
+        oldest: tuple[float, Any] | None = None
+        for handler in connections:
+            if getattr(handler, "transport", None) is None:
+                closing += 1
+                continue
+            since = _idle_since(handler)
+            if since is not None and (oldest is None or since < oldest[0]):
+                oldest = (since, handler)
+        if len(connections) - closing < self._limit:
+            return True
+        if oldest is None or asyncio.get_running_loop().time() - oldest[0] < self._reuse_idle_after:
+            return False
+        oldest[1].force_close()  # what aiohttp's own keep-alive timer does to an idle connection
+        self.idle_closed += 1
+        return True

@@ -1,0 +1,136 @@
+"""Every server request gets an owner, an answer or a logged refusal (issue 17): a request attributed
+to a call that ends before reading it is answered by the gateway (an elicitation cancelled, anything
+else a JSON-RPC error) with a ``server_request_unanswered`` line, never dropped in silence.
+
+The backends are small hostile servers (tests/hostile.py) whose tool sends a server request its
+call will never read: just before the call's answer on the same stream (the call ends before its
+client could be asked), after the answer in the same chunk, or after the client went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from harness import BareClient, route, running_gateway
+from hostile import HostileBackend, event, hostile_backend, sse_response, text_result
+
+from gateway.legacy import base
+
+BOUND = 10.0
+"""Upper bound on every wait in this module."""
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[HostileBackend]:
+    async with hostile_backend() as hostile:
+        yield hostile
+
+
+@pytest.fixture
+def unanswered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Methods of the server requests the gateway logged as unanswered."""
+    logged: list[str] = []
+    info = base.log.info
+
+    def record(event_name: str, **fields: Any) -> Any:
+        if event_name == "server_request_unanswered":
+            logged.append(fields["method"])
+        return info(event_name, **fields)
+
+    monkeypatch.setattr(base.log, "info", record)
+    return logged
+
+
+async def answer_to(backend: HostileBackend, request_id: str) -> dict[str, Any]:
+    """The gateway's answer to the server request ``request_id``, once the backend has it."""
+    async with asyncio.timeout(BOUND):
+        while True:
+            for message in backend.posted:
+                if message.get("id") == request_id:
+                    return message
+            await asyncio.sleep(0.01)
+
+
+async def test_a_request_just_before_the_call_s_answer_on_its_own_stream_is_answered(
+    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+) -> None:
+    """``roots/list`` and the call's result in one SSE stream, back to back: the call ends with its
+    result before its client could be asked, and the backend hears an error for the request."""
+
+    async def ask_then_answer(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        response = await sse_response(request)
+        await response.write(event({"jsonrpc": "2.0", "id": "late-roots", "method": "roots/list"}))
+        await response.write(event(text_result(message["id"], "done")))
+        await response.write_eof()
+        return response
+
+    backend.tools["ask_then_answer"] = ask_then_answer
+    async with running_gateway([route("hostile", "/mcp", backend.url)]) as gateway:
+        reply = await BareClient(http, gateway.url()).call_tool("ask_then_answer")
+        assert reply.text == "done"
+        answer = await answer_to(backend, "late-roots")
+    assert answer["error"]["message"] == "The request this belongs to has ended"
+    assert unanswered == ["roots/list"]
+
+
+async def test_a_request_to_a_call_whose_client_went_away_is_answered(
+    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+) -> None:
+    """The client gives up on a call; while the gateway waits a moment for the call's answer before
+    cancelling it (``ABANDON_GRACE``), the call asks an elicitation instead: cancelled, and logged."""
+    asked = asyncio.Event()
+
+    async def slow_then_ask(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        response = await sse_response(request)
+        await asyncio.sleep(0.3)  # the client has gone by now
+        params = {"mode": "form", "message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
+        await response.write(
+            event({"jsonrpc": "2.0", "id": "orphan", "method": "elicitation/create", "params": params})
+        )
+        asked.set()
+        await asyncio.sleep(BOUND)  # never answers: the gateway cancels the call
+        return response
+
+    backend.tools["slow_then_ask"] = slow_then_ask
+    async with running_gateway([route("hostile", "/mcp", backend.url)]) as gateway:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await BareClient(http, gateway.url()).call_tool("slow_then_ask")
+        answer = await answer_to(backend, "orphan")
+    assert asked.is_set()
+    assert answer["result"] == {"action": "cancel"}
+    assert unanswered == ["elicitation/create"]
+    assert any(m.get("method") == "notifications/cancelled" for m in backend.posted)
+
+
+async def test_a_request_after_the_answer_in_the_same_chunk_is_answered(
+    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+) -> None:
+    """The call's result, then a server request, in one write: the gateway stops reading the stream
+    at the answer, and still answers the request that arrived with it."""
+
+    async def answer_then_ask(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        response = await sse_response(request)
+        late = {"jsonrpc": "2.0", "id": "after-answer", "method": "sampling/createMessage", "params": {}}
+        await response.write(event(text_result(message["id"], "done")) + event(late))
+        await response.write_eof()
+        return response
+
+    backend.tools["answer_then_ask"] = answer_then_ask
+    async with running_gateway([route("hostile", "/mcp", backend.url)]) as gateway:
+        reply = await BareClient(http, gateway.url()).call_tool("answer_then_ask")
+        assert reply.text == "done"
+        answer = await answer_to(backend, "after-answer")
+    assert "error" in answer
+    assert unanswered == ["sampling/createMessage"]
