@@ -50,10 +50,12 @@ from gateway.key_reload import KeyFileWatcher
 from gateway.keyset import KeySet
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
+from gateway.legacy.starts import StartBudget
 from gateway.listen import ListenHubs
 from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import request_middleware
+from gateway.observability.route_health import RouteHealthCollector
 from gateway.replicas.auth import ForwardSigner
 from gateway.replicas.forward import ReplicaHop
 from gateway.server import handler_options
@@ -63,10 +65,6 @@ from gateway.tasks import TaskGroup
 from gateway.translate.cursors import Cursors
 
 REAP_INTERVAL = 1.0
-HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
-KEYRING = web.AppKey("keyring", KeyRing)
-BACKGROUND = web.AppKey("background_tasks", TaskGroup)
-EXPIRIES = web.AppKey("hold_expiries", TaskGroup)
 
 
 def build_app(settings: Settings) -> web.Application:
@@ -84,8 +82,8 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.METRICS] = metrics
     app[keys.DRAIN] = drain
     app[keys.READY] = {"routes": False}
-    app[BACKGROUND] = TaskGroup("background")
-    app[EXPIRIES] = TaskGroup("hold-expiry")
+    app[keys.BACKGROUND] = TaskGroup("background")
+    app[keys.EXPIRIES] = TaskGroup("hold-expiry")
     check_secrets(config.routes)  # an unreadable backend secret is a configuration error, named by its path
     door = app[keys.DOOR] = _front_door(app, settings, metrics)
     app[keys.ROUTES] = door.routes
@@ -107,7 +105,7 @@ def build_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
     app.cleanup_ctx.append(_state_keys_reload)
-    app.cleanup_ctx.append(loop_lag_context)
+    app.cleanup_ctx.append(loop_lag_context(metrics.loop_lag.observe))
     return app
 
 
@@ -117,10 +115,10 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
     limits = config.limits
 
     def http() -> aiohttp.ClientSession:
-        return app[HTTP_CLIENT]
+        return app[keys.HTTP_CLIENT]
 
     state_keys = KeySet(settings.state_keys)  # every token format asks it for its keys; a reload replaces it
-    keyring = app[KEYRING] = KeyRing(state_keys, seal_version=config.state.seal_version)
+    keyring = app[keys.KEYRING] = KeyRing(state_keys, seal_version=config.state.seal_version)
     boundary = RequestStateBoundary(
         keyring,
         replica_id=settings.replica_id,
@@ -128,7 +126,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         advertise_url=config.replicas.advertise_url,
         count_refusal=lambda reason: metrics.state_rejections.labels(reason).inc(),
     )
-    backend = Backend(metrics, app[BACKGROUND])
+    backend = Backend(metrics, app[keys.BACKGROUND])
     drain = app[keys.DRAIN]
 
     def holds_changed(count: int) -> None:
@@ -143,7 +141,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         on_expire=backend.expire_hold,
         on_change=holds_changed,
         observer=metrics.hold_observer(),
-        tasks=app[EXPIRIES],
+        tasks=app[keys.EXPIRIES],
     )
     drain.watch_holds(registry.__len__)
     metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
@@ -202,7 +200,7 @@ async def _http_client(app: web.Application) -> AsyncIterator[None]:
     async with aiohttp.ClientSession(
         connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
     ) as http:
-        app[HTTP_CLIENT] = http
+        app[keys.HTTP_CLIENT] = http
         yield
 
 
@@ -210,14 +208,14 @@ async def _background_tasks(app: web.Application) -> AsyncIterator[None]:
     """The background task groups live while the app runs; whatever is left at the end is cancelled
     and awaited, after the holds have been expired and the pools closed (their work spawns here)."""
     yield
-    await app[EXPIRIES].aclose()
-    await app[BACKGROUND].aclose()
+    await app[keys.EXPIRIES].aclose()
+    await app[keys.BACKGROUND].aclose()
 
 
 async def _routes(app: web.Application) -> AsyncIterator[None]:
     settings = app[keys.SETTINGS]
     metrics = app[keys.METRICS]
-    http = app[HTTP_CLIENT]
+    http = app[keys.HTTP_CLIENT]
     door = app[keys.DOOR]
     routes = door.routes
 
@@ -227,6 +225,8 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     def session_initialized(route: str) -> None:
         metrics.backend_initializations.labels(route).inc()
 
+    # One budget for every stdio process start of every route (limits.max_process_starts).
+    starts = StartBudget(settings.config.limits.max_process_starts)
     for index, route in enumerate(settings.routes):
         credentials = RouteCredentials(route, index, http)
         # Every counter of the route at 0 from the start, so the first burst is a visible increase.
@@ -235,9 +235,14 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
         )
         metrics.backend_token_passthrough.labels(route.name).set(1 if credentials.mode == "passthrough" else 0)
         pool = SessionPool(
-            http, route, on_change=sessions_changed, on_initialize=session_initialized, tasks=app[BACKGROUND]
+            http,
+            route,
+            on_change=sessions_changed,
+            on_initialize=session_initialized,
+            tasks=app[keys.BACKGROUND],
+            starts=starts,
         )
-        pool.prewarm()  # stdio: the route's spare processes start with the gateway
+        pool.prewarm()  # stdio: the route's spare processes start (within max_opening and the budget)
         schemas: LruTtlCache[str, dict[str, JsonObj]] = LruTtlCache(
             settings.config.limits.tool_schema_cache_entries, TOOL_SCHEMA_TTL
         )
@@ -246,7 +251,8 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     metrics.live.watch(
         (r.config.name for r in runtimes), sessions=lambda: {r.config.name: r.pool.counts_by_state() for r in runtimes}
     )
-    app[keys.READY]["routes"] = True
+    metrics.registry.register(RouteHealthCollector(lambda: {r.config.name: r.pool.health for r in runtimes}))
+    app[keys.READY]["routes"] = True  # /readyz also waits for each stdio route's first process
     async with _periodic("session-reaper", REAP_INTERVAL, lambda: [r.pool.reap() for r in routes.values()]):
         yield
         app[keys.READY]["routes"] = False
@@ -266,7 +272,7 @@ async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:
     if settings.state_keys_file is None:
         yield
         return
-    ring = app[KEYRING]
+    ring = app[keys.KEYRING]
 
     def describe() -> str:
         return ",".join(ring.key_ids)

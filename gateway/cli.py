@@ -27,6 +27,7 @@ DEFAULT_CONFIG = "/etc/mrtr-gateway/gateway.yaml"
 def _serve(args: argparse.Namespace) -> int:
     from gateway import server
     from gateway.app import build_app
+    from gateway.observability import tracing
     from gateway.observability.logging import configure_logging
 
     try:
@@ -44,6 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     logging_cfg = settings.config.logging
     configure_logging(logging_cfg.level, logging_cfg.json_logs)
+    tracing.setup_from_env(os.environ)  # off unless OTEL_TRACES_EXPORTER names an exporter (docs/operations.md)
     listen = settings.config.listen
     host, port = args.host or listen.host, args.port if args.port is not None else listen.port
     app.on_startup.append(_reload_keys_on_sighup)
@@ -57,6 +59,8 @@ def _serve(args: argparse.Namespace) -> int:
         address = exc.address if isinstance(exc, server.BindFailed) else f"{host}:{port}"
         print(f"mrtr-gateway: cannot listen on {address}: {os.strerror(exc.errno).lower()}", file=sys.stderr)
         return 1
+    finally:
+        tracing.shutdown()  # export the spans still buffered
     return 0
 
 

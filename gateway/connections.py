@@ -13,8 +13,8 @@ is read (at most :data:`REFUSAL_HEAD_BYTES`, :data:`REFUSAL_TIMEOUT` seconds), i
 503s (``data.reason: overloaded``, ``data.cause: max_connections``), the write side is shut, and
 whatever the client still sends (a body) is read and dropped until it closes its side, for at most
 :data:`REFUSAL_LINGER` seconds. Closing a socket whose received bytes were never read makes the
-kernel send a reset, and a reset can destroy the 503 before the client reads it: that is how
-clients at the cap used to see ``ConnectionResetError`` instead of the 503 (issue 20).
+kernel send a reset, and a reset can destroy the 503 before the client reads it (the client sees
+``ConnectionResetError`` instead of the 503).
 
 Connections being refused this way are bounded too (:func:`refusal_slots`); past that bound a
 connection gets the 503 written at once and is closed (a flood of connections must not take every

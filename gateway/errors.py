@@ -10,7 +10,9 @@ Tree (every exception the gateway raises for a client to hear about; status from
     │   └── HoldLost                  data.reason "hold_lost"            HTTP 502
     │       └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
-    │                                 (-32602 400, -32601 404, -32603 200: the backend did answer)
+    │                                 (-32602 400, -32601 404, -32603 200: the backend did answer);
+    │                                 also a url-mode interaction the user declined (the backend's
+    │                                 -32042 stands) and a listener's refused resources/subscribe
     ├── InvalidRequestState           -32602  HTTP 400  requestState failed to unseal or bind (fixed message)
     ├── InvalidParams                 -32602  HTTP 400
     └── MissingCapability             -32021  HTTP 400  data.requiredCapabilities
@@ -27,6 +29,7 @@ Internal signals that never reach a client as themselves, and what they become::
     SessionExpired (legacy.session)                            → one re-initialization, else BackendUnavailable
     Refused (auth.verify)                                      → HTTP 401/403 from the route's auth gate
     BodyTooLarge, BodyTimeout (frontdoor.body)                 → HTTP 413, 408
+    aiohttp errors, timeouts (http_errors: the one mapping)    → BackendUnavailable; HoldLost on a replica hop
 
 Codes. The 2026-07-28 revision (basic/index.mdx §Error Codes) closes -32000..-32019 as a legacy
 band ("new implementations SHOULD NOT use codes from this sub-range at all"), reserves
@@ -228,8 +231,8 @@ class UpstreamError(GatewayError):
     """The backend answered the call with a JSON-RPC error; relayed with a spec code
     (:func:`gateway.translate.results.modern_error`)."""
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message, data=data, reason="backend_error")
+    def __init__(self, code: int, message: str, data: Any = None, *, reason: str = "backend_error") -> None:
+        super().__init__(message, data=data, reason=reason)
         self.code = code
 
 

@@ -18,8 +18,8 @@ hands such a body to :func:`loads`.
 
 Encoding keeps the standard library's output where orjson refuses: integers outside 64 bits,
 non-string keys and lone surrogates fall back to ``json.dumps``. Output is compact UTF-8 (no ASCII
-escaping), which is what clients always got; backends now receive UTF-8 too, which is what JSON on
-the wire is (RFC 8259 section 8.1).
+escaping), to clients and backends alike, which is what JSON on the wire is (RFC 8259 section
+8.1).
 
 Pure: stdlib plus orjson.
 """

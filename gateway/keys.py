@@ -7,6 +7,7 @@ endpoints, the server, the CLI) and for tests that inspect a running app.
 
 from __future__ import annotations
 
+import aiohttp
 from aiohttp import web
 
 from gateway.calls import CallContext, RouteRuntime
@@ -18,6 +19,8 @@ from gateway.key_reload import KeyFileWatcher
 from gateway.listen import ListenHubs
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
+from gateway.state.codec import KeyRing
+from gateway.tasks import TaskGroup
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -29,3 +32,7 @@ LISTEN_HUBS = web.AppKey("listen_hubs", ListenHubs)
 FORWARD_SIGNER = web.AppKey("forward_signer", ForwardSigner)
 KEY_WATCHER = web.AppKey("key_watcher", KeyFileWatcher)
 DRAIN = web.AppKey("drain", Drain)
+HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
+KEYRING = web.AppKey("keyring", KeyRing)
+BACKGROUND = web.AppKey("background_tasks", TaskGroup)
+EXPIRIES = web.AppKey("hold_expiries", TaskGroup)

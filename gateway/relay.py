@@ -20,6 +20,8 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from gateway.http_errors import CLIENT_FAILURES, raised_by_client
+
 DISCONNECT_POLL: Final = 1.0
 """Seconds between checks that the client is still there while the upstream is silent."""
 HOP_BY_HOP: Final = frozenset(
@@ -77,7 +79,7 @@ async def relay(
                 async with asyncio.timeout(DISCONNECT_POLL):
                     chunk = await upstream.content.readany()
             except TimeoutError as exc:
-                if isinstance(exc, aiohttp.ClientError):  # the upstream's own read timeout
+                if raised_by_client(exc):  # the upstream's own read timeout
                     raise
                 transport = request.transport
                 if transport is None or transport.is_closing() or closing():
@@ -89,7 +91,7 @@ async def relay(
         await response.write_eof()
     except ConnectionError:
         pass  # the client went away; closing the upstream is all that is left to do
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except CLIENT_FAILURES as exc:
         # Headers are out, so no error status can be sent: end the stream as the path asks.
         on_broken(exc)
         if is_sse and broken_event is not None:

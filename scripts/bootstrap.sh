@@ -71,6 +71,7 @@ from pathlib import Path
 import aiohttp, pytest, pytest_aiohttp  # noqa: F401
 import gateway
 import mcp.client  # noqa: F401
+import opentelemetry.exporter.otlp.proto.http.trace_exporter, opentelemetry.sdk.trace  # noqa: F401  (tracing tests)
 
 repo, wanted = Path(sys.argv[1]).resolve(), sys.argv[2]
 assert version("mcp") == wanted, version("mcp")

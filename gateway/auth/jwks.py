@@ -24,6 +24,7 @@ import aiohttp
 import structlog
 
 from gateway.auth.keys import BadKey, VerificationKey, parse_jwks
+from gateway.http_errors import CLIENT_FAILURES
 
 log = structlog.get_logger("gateway.auth")
 
@@ -82,7 +83,7 @@ class JwksCache:
         self.fetches += 1
         try:
             keys, skipped = parse_jwks(json.loads(await self._fetch()))
-        except (aiohttp.ClientError, TimeoutError, ValueError, BadKey) as exc:
+        except (*CLIENT_FAILURES, ValueError, BadKey) as exc:
             # Keep the last good set; the reason is for operators only.
             log.warning("jwks_fetch_failed", url=self._url, error=type(exc).__name__, detail=str(exc)[:200])
             return

@@ -26,6 +26,7 @@ import aiohttp
 import structlog
 
 from gateway.errors import BACKEND_AUTH, BackendUnavailable
+from gateway.http_errors import CLIENT_FAILURES
 
 log = structlog.get_logger("gateway.backend_auth")
 
@@ -76,7 +77,7 @@ async def request_token(
             async with http.post(endpoint.url, data=form, headers=headers, allow_redirects=False) as resp:
                 status = resp.status
                 raw = await _read_bounded(resp.content, endpoint.max_bytes)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+    except (*CLIENT_FAILURES, ValueError) as exc:
         log.warning("backend_token_failed", route=endpoint.where, grant=grant, detail=type(exc).__name__)
         raise BackendUnavailable(BACKEND_AUTH, f"token endpoint: {type(exc).__name__}") from None
     try:

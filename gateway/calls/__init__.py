@@ -1,4 +1,4 @@
-"""The path of one modern call through a legacy backend (DESIGN.md, "The path of one call").
+"""The path of one modern call through a legacy backend (docs/architecture.md, "The path of one call").
 
 * :mod:`~gateway.calls.request` — the core's own request type and the :class:`Call` value;
 * :mod:`~gateway.calls.context` — who calls, the route, the lease a hold keeps between rounds;

@@ -22,6 +22,7 @@ from gateway.errors import BackendUnavailable, GatewayError, UpstreamError
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
+from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import count_backend_error
 from gateway.tasks import TaskGroup
@@ -111,21 +112,32 @@ class Backend:
         """Start ``method`` on the leased session, re-initializing once if the session expired.
 
         An exclusive lease owns the session from before the request leaves (``owner=True``); the
-        exchange becomes the call's (``ctx.exchange``).
+        exchange becomes the call's (``ctx.exchange``). With tracing on, the exchange's CLIENT span
+        starts here, its context goes upstream, and it ends with the lease
+        (:mod:`gateway.observability.tracing`).
         """
-        ctx.exchange = await self._start(ctx, method, params)
+        ctx.end_span()  # a url-mode call sent again after consent: a new exchange, a new span
+        backend = ctx.route.config.backend
+        ctx.span = tracing.backend_span(method, params, ctx.route.name, backend.transport, ctx.session.protocol_version)
+        try:
+            ctx.exchange = await self._start(ctx, method, params)
+        except BaseException as exc:
+            ctx.end_span(tracing.error_type(exc))
+            raise
+        tracing.sent(ctx.span, ctx.exchange.request_id)
         return ctx.exchange
 
     async def _start(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
         session = ctx.session
+        params, headers = tracing.propagated(ctx.span, params, ctx.headers)  # trace context in _meta and headers
         try:
             try:
-                exchange = await session.start(method, params, ctx.headers, owner=ctx.exclusive)
+                exchange = await session.start(method, params, headers, owner=ctx.exclusive)
             except SessionExpired:
                 log.info("backend_session_expired", route=ctx.route.name)
                 await ctx.route.pool.reopen(ctx.pooled, session, ctx.normalized_caps, ctx.headers)
                 try:
-                    exchange = await ctx.pooled.session.start(method, params, ctx.headers, owner=ctx.exclusive)
+                    exchange = await ctx.pooled.session.start(method, params, headers, owner=ctx.exclusive)
                 except SessionExpired:
                     raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
         except BackendUnavailable as exc:
@@ -169,6 +181,7 @@ class Backend:
         if ctx.released:
             return
         ctx.released = True
+        ctx.end_span("missing_capability")
         exchange, ctx.exchange = ctx.exchange, None
         self._tasks.spawn(self._cancel_and_settle(ctx, ctx.pooled, exchange, refused), name="backend-cancel")
 
@@ -262,6 +275,7 @@ class Backend:
         if ctx.released:
             return
         ctx.released = True
+        ctx.end_span()
         pooled = ctx.pooled
         exchange, ctx.exchange = ctx.exchange, None
         if exchange is not None and not exchange.answered:
@@ -340,12 +354,14 @@ class Backend:
         (else with ``cancel``)."""
         if isinstance(exc, BackendUnavailable):
             count_backend_error(self._metrics, ctx.route.name, exc.reason)
+        ctx.end_span(tracing.error_type(exc))
         self.discard(ctx, cancel=cancel_reason(exc) or cancel)
 
     def finish(self, ctx: CallContext, request: CallRequest, final: FinalResponse, *, retry: bool = False) -> JsonObj:
         """Hand the session back and translate the backend's final answer (an error is raised as
         :class:`~gateway.errors.UpstreamError`). A retry's result is never cacheable."""
         server_info = results.server_info_of(ctx.session.initialize_result) if not ctx.released else None
+        ctx.end_span(*tracing.answer_error(final.error, final.result))
         self.release(ctx, reusable=True)
         if final.error is not None:
             error = results.modern_error(final.error)
@@ -365,6 +381,7 @@ class Backend:
         """A hold's client never came back: answer the backend ourselves so the tool can finish."""
         ctx = hold.context
         self._metrics.hold_expirations.labels(hold.route).inc()
+        ctx.end_span("hold_expired")
         log.info("hold_expired", route=hold.route, hold=hold.id, pending=len(hold.pending))
         if ctx.reissue:
             self.release(ctx)

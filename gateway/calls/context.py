@@ -11,6 +11,7 @@ from gateway.calls.replay import Carry
 from gateway.config.model import RouteConfig
 from gateway.legacy.pool import LegacySession, PooledSession, SessionPool
 from gateway.legacy.session import Exchange, JsonObj
+from gateway.observability import tracing
 
 TOOL_SCHEMA_TTL = 60.0
 """Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
@@ -69,10 +70,17 @@ class CallContext:
     replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
     released: bool = False
     """The session went back to the pool (or is being wound down): nothing may use it any more."""
+    span: tracing.Span | None = None
+    """The backend exchange's CLIENT span while tracing is on, ended when the lease is (:meth:`end_span`)."""
 
     @property
     def session(self) -> LegacySession:
         return self.pooled.session
+
+    def end_span(self, error: str | None = None, code: int | None = None, message: str | None = None) -> None:
+        """End the backend exchange's span (failed with ``error`` when given); once."""
+        span, self.span = self.span, None
+        tracing.end(span, error, code, message)
 
 
 @dataclass(eq=False)

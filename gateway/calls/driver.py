@@ -1,4 +1,4 @@
-"""The path of one modern call through a legacy backend (DESIGN.md, "The path of one call").
+"""The path of one modern call through a legacy backend (docs/architecture.md, "The path of one call").
 
 :class:`CallDriver` dispatches one :class:`~gateway.calls.request.Call` and drives its exchange:
 

@@ -15,12 +15,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
 from gateway.calls.backend import Backend
 from gateway.calls.context import CallContext
 from gateway.calls.request import Call
-from gateway.errors import GatewayError, InvalidParams, MissingCapability
+from gateway.errors import GatewayError, InvalidParams, MissingCapability, UpstreamError
 from gateway.holds.registry import Hold, HoldRegistry, Pending
 from gateway.legacy.session import JsonObj, ServerRequest
+from gateway.observability import tracing
 from gateway.observability.metrics import Metrics
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import RequestIdentity, request_digest
@@ -54,8 +57,12 @@ class Rounds:
         logged: bool = True,
     ) -> JsonObj:
         """Hold ``batch`` as the next round. ``logged=False``: requests asked before the call was sent
-        stay out of the replay log (a replayed call runs on a fresh session that asks them anew)."""
-        limits = ctx.route.config.holds
+        stay out of the replay log (a replayed call runs on a fresh session that asks them anew).
+
+        The round limits are checked once, by the registry when the round opens
+        (:meth:`~gateway.holds.registry.HoldRegistry.put_back`): a round past ``max_rounds`` ends the
+        hold with ``batch`` pending, so its expiry answers the backend, and raises
+        :class:`~gateway.errors.HoldLimitReached`, as for a retry that answered nothing."""
         if hold is None:
             hold = self._new_hold(ctx, call)
             try:
@@ -63,10 +70,6 @@ class Rounds:
             except GatewayError:
                 self._backend.answer_pending_for_expiry(ctx, batch)
                 raise
-        if hold.round >= limits.max_rounds:
-            self._registry.remove(hold)
-            self._backend.answer_pending_for_expiry(ctx, batch)
-            raise GatewayError(f"The backend asked for input more than {limits.max_rounds} times", reason="max_rounds")
         group = max((e.get("n", 0) for e in hold.log if isinstance(e.get("n"), int)), default=0) + 1
         for server_request in batch:
             entry, elicitation_id = inputs.input_request(server_request.method, server_request.params)
@@ -123,6 +126,7 @@ class Rounds:
             lifetime=limits.ttl,
             not_after=hold.not_after,
             transcript=hold.log if replayable else None,
+            trace_link=tracing.first_round(),
         )
         self._metrics.input_rounds.labels(route.name).inc()
         call.held(hold.id, hold.round)
@@ -193,5 +197,6 @@ class Rounds:
         if any(a.get("action") != "accept" for a in answers.values()):
             self._registry.remove(hold)
             self._backend.release(ctx)
-            raise GatewayError("The required URL interaction was not completed", reason="url_declined")
+            # The backend's answer stands: it required an interaction the user did not complete.
+            raise UpstreamError(INTERNAL_ERROR, "The required URL interaction was not completed", reason="url_declined")
         return True

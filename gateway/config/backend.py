@@ -137,14 +137,17 @@ class BackendConfig(Strict):
         None,
         ge=1,
         description="Most backend sessions being opened at once; more calls wait for one of them, or for a "
-        "session another call releases. Default: 8 for the HTTP transports, 1 for stdio (starting a server "
-        "process is CPU-bound: starts in parallel slow each other and the calls being served).",
+        "session another call releases. For stdio also the route's spares being started at once (each start "
+        "also waits for limits.max_process_starts). Default: 8 for the HTTP transports, 1 for stdio (starting "
+        "a server process is CPU-bound: starts in parallel slow each other and the calls being served).",
     )
     prewarm: int = Field(
         2,
         ge=0,
         description="stdio only: server processes kept started ahead of need (they count in max_sessions); a call "
-        "takes one and only does the handshake. 0 starts a process per new session on demand.",
+        "takes one and only does the handshake. Kept while the route is in use; a failing start is retried after "
+        "1 s, doubling to 5 minutes (jittered); /readyz waits for the route's first. 0 starts a process per new "
+        "session on demand.",
     )
 
     @field_validator("url")

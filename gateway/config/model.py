@@ -85,7 +85,7 @@ class RouteConfig(Strict):
 
     @model_validator(mode="after")
     def _no_token_forwarding_on_jwt_routes(self) -> RouteConfig:
-        # Migration: forward_authorization used to send a jwt route's client token upstream.
+        # A jwt route never sends its client's token upstream: backend.auth says what is sent instead.
         backend = self.backend
         jwt_route = self.auth is not None and self.auth.jwt is not None
         if jwt_route and backend.forward_authorization and "forward_authorization" in backend.model_fields_set:

@@ -65,6 +65,14 @@ class ListenConfig(Strict):
     )
 
     # Operations: graceful drain and where /metrics is served.
+    ready_requires_all_routes: bool = Field(
+        False,
+        description=(
+            "/readyz answers 503 while any stdio route's backend cannot start (state backend_failing). Default: "
+            "false, one broken route does not take the replica out of service; /readyz still waits for every "
+            "stdio route's first process (state starting) and lists each route's state in its body."
+        ),
+    )
     drain_timeout: PositiveSeconds = Field(
         20,
         description=(
@@ -184,6 +192,15 @@ class LimitsConfig(Strict):
         ge=1,
         description="Per route, most cached tool lists (one per distinct client credential, kept 60 s) used to "
         "check Mcp-Param-* headers; the least recently used is dropped first.",
+    )
+    max_process_starts: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Most stdio server processes being started at once across all routes (spares and calls' own); a start "
+            "holds its place from exec until the server answers. Default: null, the number of CPUs the gateway may "
+            "use (its affinity mask, as a container's cpuset sets it)."
+        ),
     )
     replay_memory: int = Field(
         100_000,

@@ -38,7 +38,8 @@ flip them while the server runs: ``path``, ``versions``, ``json_response``, ``pa
 ``answer_timeout``, ``keepalive_interval`` and the fault injections
 ``expire_sessions_after_requests``, ``fail_status``, ``garbage``, ``hang``,
 ``require_host``. Counters for assertions: ``initialize_count``, ``deleted_sessions``,
-``cancelled``, ``received_responses``, ``last_headers``; ``sessions`` shows live sessions.
+``cancelled``, ``received_responses``, ``received_requests`` (each request's method, params and
+HTTP headers), ``last_headers``; ``sessions`` shows live sessions.
 
 Shutdown
 --------
@@ -314,6 +315,7 @@ class DemoBackend:
         self.cancelled: list[RequestId] = []
         self.received_responses: list[JsonObject] = []
         self.last_headers: Mapping[str, str] = {}
+        self.received_requests: list[tuple[str, JsonObject, Mapping[str, str]]] = []
 
         self._sessions: dict[str, DemoSession] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -490,6 +492,7 @@ class DemoBackend:
     async def _serve_request(
         self, request: web.Request, session: DemoSession, request_id: RequestId, method: str, params: object
     ) -> web.StreamResponse:
+        self.received_requests.append((method, params if isinstance(params, dict) else {}, request.headers.copy()))
         outbox: asyncio.Queue[_Frame | None] = asyncio.Queue()
         ctx = _CallContext(
             self,

@@ -83,12 +83,10 @@ async def _dispatch(door: FrontDoor, inbound: Inbound) -> web.StreamResponse:
     )
     record = record_of(request)
     if isinstance(outcome, Rejection):
-        door.metrics.requests.labels(route.name, "-", "rejected").inc()
         return refuse(door.metrics, request, outcome)
     if isinstance(outcome, NotificationAccepted):
         record.call(route.name, outcome.method)
         record.outcome = "notification"
-        door.metrics.requests.labels(route.name, outcome.method, "notification").inc()
         return web.Response(status=202)
     if isinstance(outcome, LegacyHandshake):
         return await legacy_passthrough.handshake(door, inbound, outcome)

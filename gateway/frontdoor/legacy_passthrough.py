@@ -48,6 +48,7 @@ from gateway.errors import BackendUnavailable, http_status_for
 from gateway.frontdoor.classify import LegacyHandshake
 from gateway.frontdoor.door import FrontDoor, Inbound
 from gateway.frontdoor.responses import error_response, json_response
+from gateway.http_errors import CLIENT_FAILURES
 from gateway.legacy.wire import backend_errors
 from gateway.observability.requests import count_backend_error, record_of
 from gateway.relay import end_to_end, relay
@@ -151,7 +152,6 @@ async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.
     record = record_of(request)
     record.call(route.name, label)
     record.era, record.outcome = "legacy", "legacy_passthrough"
-    door.metrics.requests.labels(route.name, label, "legacy_passthrough").inc()
 
     gateway_id = None if is_initialize else request.headers.get(SESSION_HEADER)
     backend_id = None
@@ -173,7 +173,7 @@ async def forward(door: FrontDoor, inbound: Inbound, *, with_body: bool) -> web.
 
     try:
         upstream = await _upstream(door, inbound, body, headers, caller.credential)
-    except (aiohttp.ClientError, TimeoutError, ValueError, BackendUnavailable) as exc:
+    except (*CLIENT_FAILURES, ValueError, BackendUnavailable) as exc:
         failure = exc if isinstance(exc, BackendUnavailable) else _unavailable(exc)
         count_backend_error(door.metrics, route.name, failure.reason)
         log.warning("legacy_passthrough_failed", route=route.name, reason=failure.reason, detail=failure.detail)

@@ -21,7 +21,7 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 
 from gateway import envelopes
 from gateway.calls import Call, CallRequest, RouteRuntime
-from gateway.errors import GatewayError, InvalidParams
+from gateway.errors import GatewayError, HoldLost, InvalidParams
 from gateway.frontdoor import upstream_errors
 from gateway.frontdoor.classify import Accepted, Rejection
 from gateway.frontdoor.door import FrontDoor, Inbound
@@ -30,6 +30,7 @@ from gateway.frontdoor.responses import body_response, encoded, error_response, 
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.session import JsonObj
 from gateway.listen import Listener, acknowledged, stream_listener
+from gateway.observability import tracing
 from gateway.observability.requests import record_of
 from gateway.replicas.forward import OWNER_UNREACHABLE
 from gateway.state.claims import Claims, credential_digest
@@ -44,6 +45,18 @@ CLIENT_MISTAKES = frozenset({INVALID_PARAMS, METHOD_NOT_FOUND})
 
 
 async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
+    """Serve one modern request, inside its round's span (:mod:`gateway.observability.tracing`)."""
+    request = inbound.request
+    with tracing.round_span(
+        request.headers, outcome.method, outcome.params, outcome.id, inbound.route.name, forwarded=inbound.forwarded
+    ):
+        response = await _serve(door, inbound, outcome)
+        record = record_of(request)
+        tracing.round_ended(record.outcome, record.error_code, record.reason)
+        return response
+
+
+async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
     route = inbound.route
     record = record_of(inbound.request)
     request = CallRequest(outcome.method, outcome.params, outcome.client_capabilities)
@@ -76,8 +89,8 @@ async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.Str
         if outcome.method in PAGINATED_METHODS:
             answer = _wrap_cursor(door, route, outcome.method, answer)
         kind = str(answer.get("resultType", "complete"))
+        tracing.answered(answer)
         record.outcome = kind
-        door.metrics.requests.labels(route.name, outcome.method, kind).inc()
         body = await encoded(envelopes.result(outcome.id, answer))
         if stream.committed:
             return await stream.finish(body)
@@ -94,6 +107,7 @@ async def _answer(door: FrontDoor, inbound: Inbound, outcome: Accepted, call: Ca
     claims = door.boundary.open(call.route.name, request.method, request.params, call.caller.principal)
     # This request is the call's round trip number claims.round + 1 (the first call was 1).
     record_of(inbound.request).held(claims.hold_id, claims.round + 1)
+    tracing.retry_of(claims.round + 1, door.boundary.trace_link(claims))
     if door.boundary.owned_here(claims):
         return await door.driver.resume(call, claims)
     return await _elsewhere(door, inbound, outcome, call, claims)
@@ -112,20 +126,21 @@ async def _elsewhere(
         # the owner is gone. A hop that reached any other address proves nothing.
         moved = door.boundary.advertise_url is not None and owner_url == door.boundary.advertise_url
         return await door.driver.replay_or_lost(call, claims, proven=moved)
-    forwarded = await door.hop.forward(inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id)
-    if not isinstance(forwarded, GatewayError):
-        record = record_of(inbound.request)
-        record.outcome, record.backend_status = "forwarded", forwarded.status
-        door.metrics.requests.labels(call.route.name, outcome.method, "forwarded").inc()
-        return forwarded
-    # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).
-    return await door.driver.replay_or_lost(call, claims, proven=forwarded.reason == OWNER_UNREACHABLE, lost=forwarded)
+    try:
+        forwarded = await door.hop.forward(
+            inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id
+        )
+    except HoldLost as lost:
+        # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).
+        return await door.driver.replay_or_lost(call, claims, proven=lost.reason == OWNER_UNREACHABLE, lost=lost)
+    record = record_of(inbound.request)
+    record.outcome, record.backend_status = "forwarded", forwarded.status
+    return forwarded
 
 
 async def _failed(
     door: FrontDoor, inbound: Inbound, outcome: Accepted, stream: ResponseStream, exc: GatewayError
 ) -> web.StreamResponse:
-    door.metrics.requests.labels(inbound.route.name, outcome.method, f"error:{exc.reason}"[:60]).inc()
     record_of(inbound.request).failed(exc.code, exc.reason)
     if exc.code not in CLIENT_MISTAKES:
         log.warning("request_failed", reason=exc.reason, code=exc.code, detail=getattr(exc, "detail", None))
@@ -173,7 +188,6 @@ async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) ->
     except GatewayError as exc:
         record_of(inbound.request).failed(exc.code, exc.reason)
         return error_response(outcome.id, exc)
-    door.metrics.requests.labels(route.name, outcome.method, "listen").inc()
     record_of(inbound.request).outcome = "listen"
     try:
         return await stream_listener(inbound.request, hub, listener, until=inbound.token_expires)

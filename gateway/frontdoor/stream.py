@@ -21,24 +21,10 @@ from aiohttp import web
 
 from gateway import envelopes
 from gateway.envelopes import SSE_PING, sse_event
+from gateway.event_stream import KEEPALIVE_SECONDS, open_sse
 from gateway.legacy.session import ServerNotification
 
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-KEEPALIVE_SECONDS: Final = 15.0
-
-
-async def open_sse(request: web.Request) -> web.StreamResponse:
-    """Commit the response to ``text/event-stream`` (unbuffered by proxies)."""
-    response = web.StreamResponse(
-        status=200,
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache, no-transform",
-            "X-Accel-Buffering": "no",
-        },
-    )
-    await response.prepare(request)
-    return response
 
 
 def _level_rank(level: Any) -> int:

@@ -2,7 +2,7 @@
 
 A *hold* is a backend call paused on server requests the modern client must answer: the leased
 session, the open exchange, which backend request ids wait behind which input keys, the round
-number and a deadline. The registry enforces three things the sealed state cannot:
+number and a deadline. The registry enforces four things the sealed state cannot:
 
 * **single use** — a round can be taken once; a second retry with the same (or an older) round's
   state is refused, and a hold in use by one retry is invisible to others;

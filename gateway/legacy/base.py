@@ -13,8 +13,7 @@ transports share, :class:`~gateway.legacy.http_base.HttpSessionBase` what the tw
 share (client, URL, headers, timeouts, redirects).
 
 How bytes on the wire become messages, and foreign failures become
-:class:`~gateway.errors.BackendUnavailable`, lives in :mod:`gateway.legacy.wire`
-(``backend_errors`` is re-exported here for the modules that import it from its older home).
+:class:`~gateway.errors.BackendUnavailable`, lives in :mod:`gateway.legacy.wire`.
 """
 
 from __future__ import annotations
@@ -43,10 +42,10 @@ from gateway.legacy.session import (
     Unclaimed,
     expiry_answer,
 )
-from gateway.legacy.wire import backend_errors, final_response
+from gateway.legacy.wire import final_response
 from gateway.tasks import TaskGroup
 
-__all__ = ["CLIENT_INFO", "LegacySessionBase", "backend_errors"]
+__all__ = ["CLIENT_INFO", "LegacySessionBase"]
 
 log = structlog.get_logger("gateway.legacy")
 

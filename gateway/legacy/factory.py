@@ -12,6 +12,7 @@ from gateway.config.model import RouteConfig
 from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj
+from gateway.legacy.starts import StartBudget
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.translate import capabilities as caps
@@ -29,11 +30,13 @@ def http_session(
     return factory(http, backend.url, headers=headers, **_session_options(route, legacy_caps))
 
 
-def stdio_session(route: RouteConfig, legacy_caps: JsonObj) -> StdioSession:
-    """An unstarted stdio session (``legacy_caps`` may be replaced before its handshake: a spare)."""
+def stdio_session(route: RouteConfig, legacy_caps: JsonObj, *, starts: StartBudget | None = None) -> StdioSession:
+    """An unstarted stdio session (``legacy_caps`` may be replaced before its handshake: a spare);
+    its start waits for a place in ``starts``, the gateway-wide budget."""
     backend = route.backend
     assert backend.command is not None  # the config requires it for stdio
-    return StdioSession(backend.command, env=backend.env, cwd=backend.cwd, **_session_options(route, legacy_caps))
+    options = _session_options(route, legacy_caps)
+    return StdioSession(backend.command, env=backend.env, cwd=backend.cwd, starts=starts, **options)
 
 
 class _SessionOptions(TypedDict):

@@ -41,38 +41,17 @@ from gateway.errors import BackendUnavailable, GatewayError, Overloaded
 from gateway.legacy import factory
 from gateway.legacy.factory import LegacySession
 from gateway.legacy.pool_keys import caps_key
+from gateway.legacy.pooled import PooledSession, PoolKey
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.spares import StdioSpares
+from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
 from gateway.state.claims import credential_digest
 from gateway.tasks import TaskGroup
 
 log = structlog.get_logger("gateway.pool")
 
-PoolKey = tuple[str, str]
 __all__ = ["LegacySession", "PoolKey", "PooledSession", "SessionPool", "credential_digest"]
-
-
-@dataclass(eq=False)
-class PooledSession:
-    key: PoolKey
-    session: LegacySession
-    idle_since: float = field(default_factory=time.monotonic)
-    exclusive: bool = False
-    """Held by one interactive call: every server request on the session belongs to it."""
-    shared: int = 0
-    """Plain calls (lists, completion, discover) using it at the same time."""
-    doomed: bool = False
-    """Close it when its last user leaves; lease it to nobody (broken, abandoned call, or a client's roots)."""
-    reopening: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    @property
-    def in_use(self) -> bool:
-        return self.exclusive or self.shared > 0
-
-    @property
-    def usable(self) -> bool:
-        return not self.doomed and not self.session.broken
 
 
 HTTP_MAX_OPENING = 8
@@ -98,8 +77,11 @@ class SessionPool:
         on_change: Callable[[str, int], None] | None = None,
         on_initialize: Callable[[str], None] | None = None,
         tasks: TaskGroup | None = None,
+        starts: StartBudget | None = None,
     ) -> None:
         self._http = http
+        self._starts = starts
+        """Every stdio process start of every route waits for a place in this budget."""
         # Closing dead sessions and answering expired requests run in the background, owned by the
         # group the application ends at shutdown (after :meth:`close`).
         self._tasks = tasks or TaskGroup(f"pool-{route.name}")
@@ -121,13 +103,21 @@ class SessionPool:
         )
         """Spares are kept while the route is in use (a lease within ``session_idle``)."""
         backend = route.backend
+        prewarm = backend.prewarm if backend.transport == "stdio" else 0
         self._spares = StdioSpares(
             self._new_spare,
-            backend.prewarm if backend.transport == "stdio" else 0,
+            prewarm,
             tasks=self._tasks,
             room=lambda: self._footprint() < backend.max_sessions,
             on_ready=self._wake,
+            max_opening=self._max_opening,
+            health=RouteHealth(prewarm=prewarm),
         )
+
+    @property
+    def health(self) -> RouteHealth:
+        """Whether the route can serve a call now (stdio: its processes start), for ``/readyz``."""
+        return self._spares.health
 
     def _all(self) -> list[PooledSession]:
         return [p for sessions in self._sessions.values() for p in sessions]
@@ -367,9 +357,12 @@ class SessionPool:
             await session.open()
         except SessionExpired as exc:
             raise BackendUnavailable("initialize_failed", "backend refused the new session") from exc
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, BackendUnavailable) and exc.reason == "spawn_failed":
+                self.health.failed(exc.reason)  # stdio: the process could not be started
             await session.close()
             raise
+        self.health.succeeded()
         return session
 
     def _new_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
@@ -386,13 +379,13 @@ class SessionPool:
             return factory.http_session(self._http, self._route, legacy_caps, headers)
         spare = self._spares.take()
         if spare is None:
-            return factory.stdio_session(self._route, legacy_caps)
+            return factory.stdio_session(self._route, legacy_caps, starts=self._starts)
         spare.adopt(legacy_caps)
         return spare
 
     def _new_spare(self) -> StdioSession:
         """An unstarted stdio session for :class:`StdioSpares` (capabilities come at lease)."""
-        return factory.stdio_session(self._route, {})
+        return factory.stdio_session(self._route, {}, starts=self._starts)
 
     def prewarm(self) -> None:
         """Start the route's spare stdio processes now (also done at every reap and lease)."""

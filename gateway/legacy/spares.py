@@ -9,9 +9,15 @@ many to keep; each spare counts in ``max_sessions`` like the session it will bec
 
 Spares are kept while the route is in use: once no call has leased a session for
 ``session_idle`` seconds they are stopped like idle sessions, and started again at the next lease.
-A spare that exits while waiting is discarded when taken or reaped. When one fails to start, no
-new spare is tried for :data:`SPARE_RETRY_SECONDS` (a broken command would otherwise be retried
-every reap); calls still start their own process and report the failure.
+A spare that exits while waiting is discarded when taken or reaped.
+
+At most ``max_opening`` spares of a route are being started at once, and each start also waits for
+a place in the gateway-wide :class:`~gateway.legacy.starts.StartBudget`. A start succeeds when the
+process answers a ``ping``; one that fails (cannot be started, or exits first) or a spare that
+exits while waiting marks the route ``backend_failing`` in its :class:`~gateway.legacy.starts.RouteHealth`,
+and the next spare waits :func:`~gateway.legacy.starts.respawn_delay` (1 s doubling to 5 min,
+jittered) instead of being retried at every reap; calls still start their own process and report
+the failure.
 """
 
 from __future__ import annotations
@@ -23,12 +29,11 @@ from collections.abc import Callable
 import structlog
 
 from gateway.errors import BackendUnavailable
+from gateway.legacy.starts import RouteHealth, respawn_delay
 from gateway.legacy.stdio import StdioSession
 from gateway.tasks import TaskGroup
 
 log = structlog.get_logger("gateway.pool")
-
-SPARE_RETRY_SECONDS = 30.0
 
 
 class StdioSpares:
@@ -42,6 +47,8 @@ class StdioSpares:
         tasks: TaskGroup,
         room: Callable[[], bool],
         on_ready: Callable[[], None],
+        max_opening: int = 1,
+        health: RouteHealth | None = None,
     ) -> None:
         self._factory = factory
         self._group = tasks
@@ -52,7 +59,10 @@ class StdioSpares:
         self._on_ready = on_ready
         self._ready: list[StdioSession] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._failed_at = -SPARE_RETRY_SECONDS
+        self._starting = 0
+        self._max_opening = max_opening
+        self.health = health or RouteHealth(prewarm=want)
+        self._next_try = 0.0
         self._closed = False
 
     def __len__(self) -> int:
@@ -69,14 +79,17 @@ class StdioSpares:
             spare = self._ready.pop()
             if spare.spawned:
                 return spare
+            self._failed("exited", "the spare exited while waiting")
             self._discard(spare)
         return None
 
     def top_up(self) -> None:
-        """Start spares until ``want`` are ready or starting (within the route's bound)."""
-        if self._closed or time.monotonic() - self._failed_at < SPARE_RETRY_SECONDS:
+        """Start spares until ``want`` are ready or starting (within the route's bound and
+        ``max_opening``; not before the respawn delay after a failure)."""
+        if self._closed or time.monotonic() < self._next_try:
             return
-        while len(self) < self._want and self._room():
+        while len(self) < self._want and self._starting < self._max_opening and self._room():
+            self._starting += 1
             task = self._group.spawn(self._start(), name="legacy-stdio-spare")
             self._tasks.add(task)
             task.add_done_callback(self._started)
@@ -86,6 +99,8 @@ class StdioSpares:
         lease for ``session_idle``: spares are kept only for a route in use)."""
         for spare in [s for s in self._ready if idle or not s.spawned]:
             self._ready.remove(spare)
+            if not spare.spawned:
+                self._failed("exited", "the spare exited while waiting")
             self._discard(spare)
 
     async def close(self) -> None:
@@ -100,9 +115,12 @@ class StdioSpares:
         try:
             await spare.spawn()
         except BackendUnavailable as exc:
-            self._failed_at = time.monotonic()
-            log.warning("stdio_spare_failed", reason=exc.reason, detail=exc.detail)
+            self._failed(exc.reason, exc.detail)
             return
+        finally:
+            self._starting -= 1
+        self.health.succeeded()
+        self._next_try = 0.0
         if self._closed:
             await spare.close()
             return
@@ -112,10 +130,18 @@ class StdioSpares:
         self._ready.append(spare)
 
     def _started(self, task: asyncio.Task[None]) -> None:
-        """Once the start is no longer counted: a spare is ready, or its place in the bound is free."""
+        """Once the start is no longer counted: a spare is ready, or its place in the bound is free;
+        the next spare starts (``max_opening`` at a time), unless the respawn delay holds it back."""
         self._tasks.discard(task)
         if not self._closed:
             self._on_ready()
+            self.top_up()
+
+    def _failed(self, reason: str, detail: str) -> None:
+        self.health.failed(reason)
+        delay = respawn_delay(self.health.consecutive_failures)
+        self._next_try = time.monotonic() + delay
+        log.warning("stdio_spare_failed", reason=reason, detail=detail, retry_in=round(delay, 1))
 
     def _discard(self, spare: StdioSession) -> None:
         task = self._group.spawn(spare.close(), name="legacy-stdio-spare-close")

@@ -29,7 +29,13 @@ and the session is broken for good; the pool starts a new process. A process tha
 started, or exits before answering ``initialize``, is ``spawn_failed``. There is no session id,
 so :class:`~gateway.legacy.session.SessionExpired` never happens here. ``close()`` closes stdin
 (the spec's shutdown), waits up to 2 s, then sends SIGTERM, then SIGKILL, to the process group
-(``start_new_session``: the server's own children go too), and always reaps the child.
+(``start_new_session``: the server's own children go too), and always reaps the child; what is left
+of its group once it is reaped (``npx``'s ``node``) gets SIGTERM, then SIGKILL. Every group is
+registered with :data:`~gateway.legacy.orphans.GUARD`, which kills it if the gateway itself dies.
+
+Starting: every start holds a place in the gateway-wide :class:`~gateway.legacy.starts.StartBudget`
+from ``exec`` until the server has answered (a spare's ``ping``, sent before ``initialize`` as the
+spec allows; a cold session's ``initialize``): a loading interpreter is CPU work.
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ from gateway import fastjson
 from gateway.errors import BackendUnavailable
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
-from gateway.legacy.session import JsonObj
+from gateway.legacy.orphans import GUARD
+from gateway.legacy.session import FinalResponse, JsonObj
+from gateway.legacy.starts import StartBudget
 from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
@@ -119,10 +127,12 @@ class StdioSession(DemuxedSession):
         connect_timeout: float,
         offer_version: str | None = None,
         limits: BackendLimits | None = None,
+        starts: StartBudget | None = None,
     ) -> None:
         self._command = list(command)
         self._env = child_env(env or {})
         self._cwd = cwd
+        self._starts = starts
         super().__init__(
             capabilities=capabilities,
             timeout=timeout,
@@ -155,10 +165,36 @@ class StdioSession(DemuxedSession):
         capabilities given to :meth:`adopt` by then. Starting the interpreter is most of a cold
         session's cost; the handshake is a few milliseconds."""
         try:
-            await self._spawn()
+            async with self._start_slot():
+                await self._spawn()
+                await self._warm()
         except BaseException:
             await self.close()
             raise
+
+    def _start_slot(self, cold: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
+        """A place in the gateway-wide start budget while a process starts (none for a started spare)."""
+        if cold and self._starts is not None:
+            return self._starts.slot()
+        return contextlib.nullcontext()
+
+    async def _warm(self) -> None:
+        """Wait until the server answers a ``ping`` (allowed before ``initialize``): its interpreter
+        has loaded. A server that does not answer within ``connect_timeout`` is kept as it is."""
+        request_id = next(self._ids)
+        exchange = self._register(request_id, "ping")
+        try:
+            await self._write({"jsonrpc": "2.0", "id": request_id, "method": "ping"}, what="ping")
+            while not isinstance(await exchange.next(self._connect_timeout), FinalResponse):
+                pass  # a notification before the answer
+        except BackendUnavailable as exc:
+            if exc.reason == "stream_closed":
+                raise await self._exited_early() from exc
+            if exc.reason != "timeout":
+                raise
+            log.info("backend_ping_unanswered", program=self._command[0], timeout=self._connect_timeout)
+        finally:
+            self._inflight.pop(request_id, None)
 
     @property
     def spawned(self) -> bool:
@@ -174,16 +210,18 @@ class StdioSession(DemuxedSession):
         """Start the process (unless :meth:`spawn` did) → initialize → notifications/initialized →
         ping (``_settle``)."""
         try:
-            if self._proc is None:
-                await self._spawn()
-            try:
-                init = self._register(0, "initialize")
-                await self._write(self._initialize_body(), what="initialize")
-                final = await self._initialize_answer(init)
-            except BackendUnavailable as exc:
-                if exc.reason != "stream_closed":
-                    raise
-                raise await self._exited_early() from exc
+            cold = self._proc is None
+            async with self._start_slot(cold):
+                if cold:
+                    await self._spawn()
+                try:
+                    init = self._register(0, "initialize")
+                    await self._write(self._initialize_body(), what="initialize")
+                    final = await self._initialize_answer(init)
+                except BackendUnavailable as exc:
+                    if exc.reason != "stream_closed":
+                        raise
+                    raise await self._exited_early() from exc
             self._accept_initialize(final)
             await self.notify("notifications/initialized")
             await self._settle()
@@ -198,6 +236,7 @@ class StdioSession(DemuxedSession):
         self._closed = True
         if self._proc is not None:
             await self._stop(self._proc)
+            await _end_group(self._proc.pid)
         readers = [task for task in (self._reader, self._stderr_reader) if task is not None]
         if readers:
             await asyncio.wait(readers, timeout=READER_GRACE)  # let them read to the end of the pipes
@@ -233,6 +272,7 @@ class StdioSession(DemuxedSession):
             raise BackendUnavailable("spawn_failed", f"{self._command[0]}: not started in time") from None
         except (OSError, ValueError) as exc:
             raise BackendUnavailable("spawn_failed", f"{self._command[0]}: {exc}") from exc
+        GUARD.started(self._proc.pid)  # its own group (start_new_session): the pgid is its pid
         stdout, stderr = self._proc.stdout, self._proc.stderr
         assert stdout is not None  # both are pipes: see above
         assert stderr is not None
@@ -333,3 +373,23 @@ class StdioSession(DemuxedSession):
             except TimeoutError:
                 continue
         log.warning("backend process did not die after SIGKILL", pid=proc.pid)
+
+
+async def _end_group(pgid: int) -> None:
+    """What is left of a reaped server's process group (its own children): SIGTERM, then SIGKILL
+    after :data:`STOP_GRACE`; then the orphan guard forgets the group."""
+    try:
+        for step in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, step)
+            except (ProcessLookupError, PermissionError):
+                return  # nothing is left of it
+            for _ in range(int(STOP_GRACE / 0.05)):
+                await asyncio.sleep(0.05)
+                try:
+                    os.killpg(pgid, 0)
+                except (ProcessLookupError, PermissionError):
+                    return
+        log.warning("backend process group did not die after SIGKILL", pgid=pgid)
+    finally:
+        GUARD.gone(pgid)

@@ -26,6 +26,7 @@ import structlog
 from mcp_types.version import is_version_at_least
 
 from gateway.errors import BackendUnavailable
+from gateway.http_errors import CLIENT_FAILURES
 from gateway.legacy.call_stream import CallStream
 from gateway.legacy.http_base import HttpSessionBase
 from gateway.legacy.session import (
@@ -200,7 +201,7 @@ class StreamableHttpSession(HttpSessionBase):
             message = (await parse_messages(raw))[0]
             if "error" in message and message.get("id") in (request_id, None):
                 return final_response(message)
-        except (ValueError, BackendUnavailable, TimeoutError, aiohttp.ClientError):
+        except (ValueError, BackendUnavailable, *CLIENT_FAILURES):
             pass
         raise BackendUnavailable("bad_status", f"{what} answered HTTP {resp.status}")
 

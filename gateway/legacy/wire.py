@@ -1,8 +1,9 @@
 """The backend wire, transport by transport alike: foreign failures, JSON-RPC bodies, SSE events.
 
-Foreign failures (aiohttp errors, timeouts, bad bodies) are translated to
-:class:`~gateway.errors.BackendUnavailable` in :class:`backend_errors`, the only place that knows
-aiohttp's exception tree. :func:`decode_json` is the only decoder of a backend's JSON (UTF-8 only,
+Foreign failures (HTTP client errors, timeouts, bad bodies) are translated to
+:class:`~gateway.errors.BackendUnavailable` in :class:`backend_errors`: the client's own through
+:mod:`gateway.http_errors`, the one reader of aiohttp's exception tree. :func:`decode_json` is
+the only decoder of a backend's JSON (UTF-8 only,
 nesting bounded by :data:`MAX_NESTING`); :func:`jsonrpc_messages` and :func:`final_response` are
 the only readers of a backend's JSON-RPC envelope; :func:`sse_events` and :func:`read_bounded` the
 only readers of a backend HTTP body, both bounded in bytes and in how long they hold the event loop.
@@ -21,12 +22,13 @@ from typing import Any, Final
 import aiohttp
 
 from gateway.errors import BackendUnavailable
+from gateway.http_errors import CLIENT_FAILURES, backend_unavailable
 from gateway.legacy.session import FinalResponse, JsonObj, SessionExpired
 from gateway.legacy.sse import DEFAULT_MAX_EVENT_BYTES, SSEEvent, SSEParser
 from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 
-class backend_errors:  # used as ``with backend_errors(what):``, like the function it replaced
+class backend_errors:  # lower case: used as ``with backend_errors(what):``, like contextlib's helpers
     """Map every foreign failure while talking to the backend onto BackendUnavailable.
 
     A class rather than a generator-based context manager: it wraps every backend request and
@@ -46,14 +48,8 @@ class backend_errors:  # used as ``with backend_errors(what):``, like the functi
         if exc is None or isinstance(exc, BackendUnavailable | SessionExpired):
             return
         what = self._what
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            raise BackendUnavailable("connect_failed", f"{what}: {exc.os_error or exc}") from exc
-        if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
-            raise BackendUnavailable("timeout", f"{what}: timed out") from exc
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            raise BackendUnavailable("stream_broken", f"{what}: {exc}") from exc
-        if isinstance(exc, aiohttp.ClientError):
-            raise BackendUnavailable("transport_error", f"{what}: {type(exc).__name__}") from exc
+        if isinstance(exc, CLIENT_FAILURES):
+            raise backend_unavailable(exc, what) from exc
         if isinstance(exc, ValueError | RecursionError):  # incl. JSONDecodeError, UnicodeDecodeError
             raise BackendUnavailable("malformed_response", f"{what}: {exc}") from exc
 
@@ -232,7 +228,7 @@ async def drain(resp: aiohttp.ClientResponse) -> None:
     that releasing it returns the connection to the pool instead of closing it. Bounded in bytes
     and time: a stream that goes on is released (and its connection closed) as before."""
     left = DRAIN_BYTES
-    with contextlib.suppress(TimeoutError, aiohttp.ClientError, ValueError):
+    with contextlib.suppress(*CLIENT_FAILURES, ValueError):
         async with asyncio.timeout(DRAIN_SECONDS):
             while left > 0 and (chunk := await resp.content.readany()):
                 left -= len(chunk)

@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from gateway.errors import GatewayError, Overloaded
+from gateway.errors import GatewayError, Overloaded, UpstreamError
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification, ServerRequest
 from gateway.listen.translate import Listener
-from gateway.translate.results import server_info_of
+from gateway.translate.results import modern_error, server_info_of
 
 HEALTH_CHECK_SECONDS = 1.0
 
@@ -78,7 +78,8 @@ class ListenHub:
                 event = await exchange.next(self._timeout)
                 if isinstance(event, FinalResponse):
                     if event.error is not None:
-                        raise GatewayError(f"Backend refused {method}", data={"reason": "backend_error"})
+                        error = modern_error(event.error)
+                        raise UpstreamError(error["code"], error["message"], error.get("data"))
                     return
                 if isinstance(event, ServerRequest):
                     exchange.unanswered(event)  # a listener has nobody to ask

@@ -9,11 +9,9 @@ from aiohttp import web
 
 from gateway.envelopes import SSE_PING, sse_event
 from gateway.errors import BackendUnavailable
-from gateway.frontdoor.stream import open_sse
+from gateway.event_stream import KEEPALIVE_SECONDS, open_sse
 from gateway.listen.hub import ListenHub
 from gateway.listen.translate import Listener
-
-KEEPALIVE_SECONDS = 15.0
 
 
 async def stream_listener(

@@ -6,8 +6,9 @@ latency shows it only mixed with the backend's time. A task that asks to wake up
 ``interval`` seconds and notes how much later it actually ran measures exactly that delay, with
 no instrumentation of the code that causes it.
 
-The task is started and stopped by an aiohttp cleanup context (:func:`loop_lag_context`), so it
-lives exactly as long as the app and is cancelled and awaited on shutdown.
+The task is started and stopped by an aiohttp cleanup context (:func:`loop_lag_context`, handed
+what to observe by the app that builds it), so it lives exactly as long as the app and is cancelled
+and awaited on shutdown.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 from aiohttp import web
-
-from gateway import keys
 
 INTERVAL: Final = 0.5
 """Seconds between two measurements: frequent enough to see a stall of a few hundred
@@ -35,10 +34,14 @@ async def measure(observe: Callable[[float], None], interval: float = INTERVAL) 
         observe(max(loop.time() - asked - interval, 0.0))
 
 
-async def loop_lag_context(app: web.Application) -> AsyncIterator[None]:
-    """Cleanup context: the measuring task runs while the app does."""
-    task = asyncio.create_task(measure(app[keys.METRICS].loop_lag.observe), name="event-loop-lag")
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+def loop_lag_context(observe: Callable[[float], None]) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A cleanup context in which the measuring task runs while the app does, handing each lag to ``observe``."""
+
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(measure(observe), name="event-loop-lag")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return context

@@ -8,8 +8,10 @@ another replica, operational endpoints, and requests whose client went away befo
   the request runs carries it; structlog's contextvars guide);
 * gives the handlers a :class:`RequestRecord` (:func:`record_of`) to fill in as they learn what the
   request is and how it ended;
-* writes exactly one canonical ``request`` line when the response is done, and observes exactly one
-  ``mrtr_gateway_request_seconds`` sample;
+* writes exactly one canonical ``request`` line when the response is done, observes exactly one
+  ``mrtr_gateway_request_seconds`` sample and, for a request that reached a route, counts it once in
+  ``mrtr_gateway_requests_total`` (:meth:`RequestRecord.counted_as`): the counter and the line are
+  read from the same record, so they cannot disagree;
 * makes the record the current one while the request runs, so a backend failure is counted at most
   once per client request however many backend requests failed for it (:func:`count_backend_error`).
 
@@ -90,6 +92,16 @@ class RequestRecord:
     def failed(self, code: int | None, reason: str) -> None:
         self.outcome, self.error_code, self.reason = "error", code, reason
 
+    def counted_as(self) -> str | None:
+        """The ``outcome`` label of ``requests_total`` for this request: an error carries its reason
+        (``error:<reason>``, as the line's ``reason``); None for a request that reached no route or
+        whose client went away before it was answered (the latency histogram still has it)."""
+        if self.route == "-" or self.outcome is None or self.outcome == "client_disconnected":
+            return None
+        if self.outcome == "error":
+            return f"error:{self.reason or 'internal_error'}"[:60]
+        return self.outcome
+
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"request_id": self.request_id, "route": self.route, "rpc_method": self.rpc_method}
         optional = {
@@ -118,8 +130,8 @@ def count_backend_error(metrics: Metrics, route: str, reason: str) -> None:
 
     One client request may meet the same dead backend several times: a ``tools/call`` first looks up
     the tool's input schema (a ``tools/list``), then makes the call; a failed call may list the
-    backend's catalogue. Counting each made ``backend_errors / requests`` read 200 % on a dead route
-    and the ``BackendUnavailable`` alert fire at half its threshold. The first failure of a request
+    backend's catalogue. Counting each would make ``backend_errors / requests`` read 200 % on a dead
+    route and the ``BackendUnavailable`` alert fire at half its threshold. The first failure of a request
     is counted, under its reason; later ones are not (background work a request started, such as
     cancelling its abandoned call, inherits its record). Work that belongs to no client request
     (answering a hold the reaper expired) counts each failure."""
@@ -200,6 +212,8 @@ def request_middleware(metrics: Metrics, replica: str) -> Middleware:
         finally:
             elapsed = time.perf_counter() - started
             metrics.request_seconds.labels(record.route, record.rpc_method, record.outcome or OTHER).observe(elapsed)
+            if (counted := record.counted_as()) is not None:
+                metrics.requests.labels(record.route, record.rpc_method, counted).inc()
             level = log.debug if request.path in QUIET_PATHS else log.info
             level(
                 "request",

@@ -43,7 +43,9 @@ from gateway import envelopes
 from gateway.calls import RouteRuntime
 from gateway.config.model import ReplicasConfig
 from gateway.errors import HoldLost
+from gateway.http_errors import CLIENT_FAILURES, never_connected
 from gateway.observability import metrics as labels
+from gateway.observability import tracing
 from gateway.observability.metrics import FORWARDED, Metrics
 from gateway.relay import end_to_end, relay
 from gateway.replicas.auth import FORWARD_HEADER, ForwardSigner
@@ -134,10 +136,12 @@ class ReplicaHop:
 
     async def forward(
         self, request: web.Request, route: RouteRuntime, body: bytes, owner_url: str, *, request_id: Any = None
-    ) -> web.StreamResponse | HoldLost:
-        """Stream ``request`` to ``owner_url``; a :class:`HoldLost` when the owner did not answer.
+    ) -> web.StreamResponse:
+        """Stream ``request`` to ``owner_url``, or raise :class:`HoldLost` when the owner did not answer.
 
-        Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made."""
+        Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made. Neither
+        is counted here: the caller may still replay the call, and a retry counts once, under the
+        outcome it ends with (``replayed``, or this one; :mod:`gateway.calls.replayer`)."""
         path = route.config.path
         headers = {
             k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
@@ -146,6 +150,7 @@ class ReplicaHop:
         if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
             # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
             headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
+        tracing.inject(headers)  # the owner's round span is this one's child
         headers[FORWARD_HEADER] = self._signer.sign(
             method=request.method,
             target=owner_url,
@@ -175,23 +180,17 @@ class ReplicaHop:
         )
         try:
             if not await _acknowledged_within(post, acknowledged, self._config.forward_timeout + ACK_MARGIN):
-                # Not counted here either: the caller counts the outcome a retry ends with.
                 log.warning("forward_failed", route=route.name, owner=owner_url, outcome=OWNER_UNRESPONSIVE)
-                return HoldLost(OWNER_UNRESPONSIVE)
+                raise HoldLost(OWNER_UNRESPONSIVE)
             upstream = await post
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            unreachable = isinstance(exc, aiohttp.ConnectionTimeoutError) or (
-                isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError)
-            )
-            outcome = OWNER_UNREACHABLE if unreachable else OWNER_FAILED
-            # Not counted here: the caller may still replay the call, and a retry counts once, under
-            # the outcome it ends with (``replayed``, or this one; gateway.calls.replayer).
+        except CLIENT_FAILURES as exc:
+            outcome = OWNER_UNREACHABLE if never_connected(exc) else OWNER_FAILED
             log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
-            return HoldLost(outcome)
+            raise HoldLost(outcome) from exc
         finally:
             if not post.done():  # given up on, or this request was cancelled (its client went away)
                 post.cancel()
-                with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError, TimeoutError):
+                with contextlib.suppress(asyncio.CancelledError, *CLIENT_FAILURES):
                     await post
         forwards.labels(route.name, FORWARDED).inc()
 

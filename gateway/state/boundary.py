@@ -27,6 +27,9 @@ from gateway.state.codec import KeyRing, StateError, StateReason
 
 log = structlog.get_logger("gateway.state")
 
+TRACE_LINK = "tl"
+"""The ``extra`` claim with the call's first round span, when the call was traced."""
+
 
 class RequestStateBoundary:
     """Opens retries' tokens and seals new rounds' tokens for one replica."""
@@ -92,6 +95,11 @@ class RequestStateBoundary:
         url = claims.extra.get("owner_url")
         return url if isinstance(url, str) else None
 
+    def trace_link(self, claims: Claims) -> str | None:
+        """The call's first round span (``trace_id-span_id``) when it was traced (sealed, so trusted)."""
+        link = claims.extra.get(TRACE_LINK)
+        return link if isinstance(link, str) else None
+
     def sealed_before_restart(self, claims: Claims) -> bool:
         """Sealed under this replica's id by an earlier process: its holds died with that process."""
         return claims.extra.get("boot") != self.boot
@@ -107,19 +115,24 @@ class RequestStateBoundary:
         lifetime: float,
         not_after: float,
         transcript: list[Any] | None = None,
+        trace_link: str | None = None,
     ) -> str:
         """The token of one round of a held call.
 
         It expires after ``lifetime`` seconds (bounded by the state TTL) and never after the call's
         absolute deadline ``not_after`` (monotonic seconds), which it also carries for a replay. A
         ``transcript`` (the call's server requests and answers) is sealed in for routes that may replay
-        a lost hold, unless it makes the token too large: then that round cannot be replayed."""
+        a lost hold, unless it makes the token too large: then that round cannot be replayed. A
+        ``trace_link`` (the first round's span, 49 characters, only while tracing is on) lets a later
+        round's span link to it (:mod:`gateway.observability.tracing`)."""
         now = int(time.time())
         ttl = int(min(self._ttl, lifetime))
         until = int(time.time() + (not_after - time.monotonic()))  # the call's absolute deadline
         extra: dict[str, Any] = {"boot": self.boot, "until": until}
         if self.advertise_url:
             extra["owner_url"] = self.advertise_url
+        if trace_link:
+            extra[TRACE_LINK] = trace_link
         exp = max(min(now + max(ttl, 1), until), now + 1)
         claims = Claims(
             iat=now,

@@ -9,7 +9,7 @@ import base64
 import aiohttp
 import pytest
 from harness import SAMPLED, BareClient, accept, route, running_gateway
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -136,7 +136,24 @@ async def test_url_required_error_without_url_capability_is_relayed_as_an_error(
     _, url = fake_backend
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         reply = await BareClient(http, gw.url()).call_tool("url_login", capabilities={"elicitation": {}})
-    assert "error" in reply.body
+    assert (reply.status, reply.error["code"]) == (400, MISSING_REQUIRED_CLIENT_CAPABILITY)
+    assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_a_declined_url_interaction_ends_the_call_with_the_backends_error(
+    fake_backend: Backend, http: aiohttp.ClientSession, action: str
+) -> None:
+    # The backend answered the call with -32042 and the user did not complete the interaction, so
+    # that answer stands: relayed as the backend's error (-32603 outside its own hop, HTTP 200).
+    _, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url)]) as gw:
+        client = BareClient(http, gw.url())
+        result = (await client.call_tool("url_login")).result
+        (key,) = result["inputRequests"]
+        reply = await client.retry("url_login", result["requestState"], {key: {"action": action}})
+        assert (reply.status, reply.error["code"], reply.error.get("data")) == (200, INTERNAL_ERROR, None)
+        assert len(gw.app[keys.HOLDS]) == 0
 
 
 def _tamper(state: str) -> str:
@@ -272,7 +289,8 @@ async def test_max_rounds_ends_the_call_with_an_error(fake_backend: Backend, htt
         first = (await client.call_tool("ask_two")).result
         (k1,) = first["inputRequests"]
         over = await client.retry("ask_two", first["requestState"], {k1: accept(name="Ada")})
-        assert "error" in over.body
+        assert (over.status, over.error["code"]) == (502, INTERNAL_ERROR)
+        assert (over.error["data"]["reason"], over.error["data"]["cause"]) == ("hold_lost", "max_rounds")
         await _until(lambda: len(gw.app[keys.HOLDS]) == 0)
 
 

@@ -6,7 +6,9 @@ import asyncio
 import time
 
 import aiohttp
-from harness import TEST_KEY, BareClient, route, running_gateway
+import pytest
+from harness import TEST_KEY, BareClient, accept, route, running_gateway
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway import keys
 from gateway.demo.backend import DemoBackend
@@ -36,7 +38,32 @@ async def test_retries_that_answer_nothing_count_toward_max_rounds(
             assert again["resultType"] == "input_required"
             state = again["requestState"]
         over = await client.retry("ask_city", state, {})
-        assert over.error["code"] == HoldLimitReached.code
+        assert (over.status, over.error["code"]) == (502, HoldLimitReached.code)
+        assert (over.error["data"]["reason"], over.error["data"]["cause"]) == (HOLD_LOST, "max_rounds")
+        assert len(gw.app[keys.HOLDS]) == 0
+        pool = gw.app[keys.ROUTES]["/mcp"].pool
+        await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
+        await _until(lambda: pool.leased_count == 0)
+
+
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [
+        ("ask_two", True),  # the backend asks again on a live hold: a server request past the limit
+        ("ask_city", False),  # a retry that answers nothing opens the round past the limit
+    ],
+    ids=["server_request_on_a_live_hold", "retry"],
+)
+async def test_max_rounds_is_one_answer_on_either_path(
+    fake_backend: Backend, http: aiohttp.ClientSession, tool: str, answer: bool
+) -> None:
+    backend, url = fake_backend
+    async with running_gateway([route("demo", "/mcp", url, holds={"max_rounds": 1, "ttl": 300})]) as gw:
+        client = BareClient(http, gw.url())
+        first = (await client.call_tool(tool)).result
+        (key,) = first["inputRequests"]
+        over = await client.retry(tool, first["requestState"], {key: accept(name="Ada")} if answer else {})
+        assert (over.status, over.error["code"]) == (502, INTERNAL_ERROR)
         assert (over.error["data"]["reason"], over.error["data"]["cause"]) == (HOLD_LOST, "max_rounds")
         assert len(gw.app[keys.HOLDS]) == 0
         pool = gw.app[keys.ROUTES]["/mcp"].pool

@@ -1,6 +1,6 @@
-"""Replay of a lost hold is safe or it does not happen (DESIGN.md, "Decisions added after the first
-verification"): it never answers a question the user did not see, it runs once, only when the owner
-has provably lost the hold, and it keeps the call's input keys."""
+"""Replay of a lost hold is safe or it does not happen (docs/SECURITY.md, "Replay windows"; README,
+"Several replicas"): it never answers a question the user did not see, it runs once, only when the
+owner has provably lost the hold, and it keeps the call's input keys."""
 
 from __future__ import annotations
 

@@ -563,18 +563,21 @@ ALERTS = {
     "MrtrGatewayErrorRatio": "mrtr_gateway_requests_total",
     "MrtrGatewayLatencyHigh": "mrtr_gateway_request_seconds_bucket",
     "MrtrGatewayAuthRefusals": "mrtr_gateway_auth_refusals_total",
+    "MrtrGatewayRouteBackendNotStarting": "mrtr_gateway_backend_start_failures_total",
 }
 TARGET_ALERTS = {"MrtrGatewayTargetDown": "up{", "MrtrGatewayTargetMissing": "absent(up{"}
 """Alerts on Prometheus's own ``up`` series of the release's targets (no gateway metric in them)."""
 
 
 def exported_series() -> set[str]:
-    """Every series name the gateway's /metrics can carry, derived from the Metrics collectors."""
+    """Every series name the gateway's /metrics can carry, derived from the Metrics collectors (and
+    the routes' start health, which the app registers beside them)."""
     from gateway.observability.metrics import Metrics
+    from gateway.observability.route_health import RouteHealthCollector
 
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
     names = set()
-    for family in Metrics.create().registry.collect():
+    for family in [*Metrics.create().registry.collect(), *RouteHealthCollector(dict).collect()]:
         names.add(family.name)
         names.update(family.name + suffix for suffix in suffixes.get(family.type, ()))
     return names

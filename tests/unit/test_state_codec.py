@@ -167,8 +167,8 @@ def test_claims_default_to_empty_extra_and_round_trip() -> None:
 
 
 def test_token_has_v2_prefix_and_strict_base64url_body() -> None:
-    # Version 2 is what the codec mints now (issue 10: a binary plaintext instead of JSON); the
-    # body keeps the same strict base64url alphabet.
+    # The codec mints version 2 (a binary plaintext, not JSON); the body uses the strict base64url
+    # alphabet.
     token = KeyRing([OLD]).seal(make_claims())
     assert token.startswith("v2.")
     body = token[3:]
@@ -191,7 +191,7 @@ def test_sealing_the_same_claims_twice_gives_different_tokens() -> None:
 
 
 def test_token_layout_matches_the_documented_format() -> None:
-    # The documented layout is version 2 now (issue 10); the key, key id and AAD rules are as before.
+    # The documented layout is version 2; the key, key id and AAD rules are those of version 1.
     claims = make_claims()
     token = KeyRing([OLD]).seal(claims)
     raw = b64u_decode(token[3:])

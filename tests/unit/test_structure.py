@@ -19,8 +19,12 @@ EXCLUDED = ("gateway.demo",)
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 100
 
+# The top floor composes the app: it builds every room, and its AppKeys (gateway.keys) name the types
+# of nearly all of them. Only the top floor imports it; a room that needs a service is handed it.
+TOP_FLOOR = ("gateway.app", "gateway.keys", "gateway.server", "gateway.cli", "gateway.ops", "gateway.__main__")
 # Layers below the front door never reach up into it (it depends on them, not the other way round).
 BELOW_FRONTDOOR = (
+    "gateway.listen",
     "gateway.calls",
     "gateway.legacy",
     "gateway.holds",
@@ -29,6 +33,23 @@ BELOW_FRONTDOOR = (
     "gateway.config",
     "gateway.replicas",
     "gateway.backend_auth",
+)
+# The bottom floor: every room may import it, and it imports nothing of the gateway above it.
+BOTTOM_FLOOR = (
+    "gateway.errors",
+    "gateway.http_errors",
+    "gateway.event_stream",
+    "gateway.tasks",
+    "gateway.bounded",
+    "gateway.envelopes",
+    "gateway.fastjson",
+    "gateway.keyset",
+    "gateway.turns",
+    "gateway.translate",
+    "gateway.config",
+    "gateway.observability.metrics",
+    "gateway.observability.logging",
+    "gateway.observability.loop_lag",
 )
 # Pure layers: no HTTP framework, so they can be tested and reused without a server.
 WITHOUT_AIOHTTP = ("gateway.state", "gateway.translate", "gateway.config", "gateway.frontdoor.classify")
@@ -84,19 +105,23 @@ def _imports(module: Module) -> Iterator[tuple[str, list[str], int]]:
             yield target, [alias.name for alias in node.names], node.lineno
 
 
-def import_graph(modules: dict[str, Module]) -> dict[str, dict[str, int]]:
-    """module -> {imported module of the package: line of the first import}.
+def _imported(target: str, names: list[str], modules: dict[str, Module]) -> list[str]:
+    """The modules one import statement reaches: ``from pkg import sub`` where ``sub`` is a module
+    reaches ``pkg.sub`` only; the package itself counts when a name taken from it is not a
+    submodule (so it runs its ``__init__``)."""
+    submodules = [f"{target}.{name}" for name in names if f"{target}.{name}" in modules]
+    if len(submodules) < len(names) or not names:
+        submodules.append(target)
+    return submodules
 
-    ``from pkg import sub`` where ``sub`` is a module is an edge to ``pkg.sub`` only; the package
-    itself counts when a name taken from it is not a submodule (so it runs its ``__init__``)."""
+
+def import_graph(modules: dict[str, Module]) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the package: line of the first import} (:func:`_imported`)."""
     graph: dict[str, dict[str, int]] = {}
     for module in modules.values():
         edges: dict[str, int] = {}
         for target, names, line in _imports(module):
-            submodules = [f"{target}.{name}" for name in names if f"{target}.{name}" in modules]
-            if len(submodules) < len(names) or not names:
-                submodules.append(target)
-            for imported in submodules:
+            for imported in _imported(target, names, modules):
                 if imported in modules and imported != module.name:
                     edges.setdefault(imported, line)
         graph[module.name] = edges
@@ -153,14 +178,24 @@ def long_functions(module: Module, limit: int = MAX_FUNCTION_LINES) -> list[str]
 
 
 def layer_violations(modules: dict[str, Module]) -> list[str]:
+    """Imports that break a layer rule; ``from gateway import keys`` counts as importing ``gateway.keys``."""
     found = []
     for module in modules.values():
-        for target, _names, line in _imports(module):
-            if _within(module.name, BELOW_FRONTDOOR) and _within(target, ("gateway.frontdoor",)):
-                found.append(f"{module.name}:{line} imports {target}")
-            if _within(module.name, WITHOUT_AIOHTTP) and _within(target, ("aiohttp",)):
-                found.append(f"{module.name}:{line} imports {target}")
+        for statement, names, line in _imports(module):
+            for target in _imported(statement, names, modules):
+                found.extend(_broken_rules(module.name, target, line))
     return sorted(set(found))
+
+
+def _broken_rules(name: str, target: str, line: int) -> list[str]:
+    """The layer rules that ``name`` importing ``target`` (at ``line``) breaks, as one finding each."""
+    broken = [
+        _within(name, BELOW_FRONTDOOR) and _within(target, ("gateway.frontdoor",)),
+        not _within(name, TOP_FLOOR) and _within(target, TOP_FLOOR),
+        _within(name, BOTTOM_FLOOR) and target.startswith("gateway.") and not _within(target, BOTTOM_FLOOR),
+        _within(name, WITHOUT_AIOHTTP) and _within(target, ("aiohttp",)),
+    ]
+    return [f"{name}:{line} imports {target}"] if any(broken) else []
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +257,27 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path: Path) -> Non
         },
     )
     assert find_cycles(import_graph(modules)) == [["gateway.calls.a", "gateway.frontdoor.b"]]
-    assert layer_violations(modules) == ["gateway.calls.a:1 imports gateway.frontdoor"]
+    assert layer_violations(modules) == ["gateway.calls.a:1 imports gateway.frontdoor.b"]
+
+
+def test_imports_back_up_the_floors_are_found_however_they_are_spelled(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "keys.py": "",
+            "errors.py": "",
+            "frontdoor/stream.py": "",
+            "observability/loop_lag.py": "from gateway import keys\nfrom gateway import errors\n",
+            "listen/serve.py": "from gateway.frontdoor.stream import open_sse\n",
+            "tasks.py": "def late() -> None:\n    from gateway.listen import serve\n",
+            "app.py": "from gateway import keys\n",
+        },
+    )
+    assert layer_violations(modules) == [
+        "gateway.listen.serve:1 imports gateway.frontdoor.stream",
+        "gateway.observability.loop_lag:1 imports gateway.keys",
+        "gateway.tasks:2 imports gateway.listen.serve",
+    ]
 
 
 def test_relative_imports_and_aiohttp_in_a_pure_layer_are_found(tmp_path: Path) -> None:
