@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hostile import HostileBackend, hostile_backend
 
 from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
 
@@ -15,6 +16,13 @@ from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backe
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[HostileBackend]:
+    """A scriptable hostile legacy server (tests/hostile.py)."""
+    async with hostile_backend() as hostile:
+        yield hostile
 
 
 @pytest.fixture

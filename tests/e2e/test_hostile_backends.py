@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from harness import BareClient, GatewayHandle, accept, route, running_gateway, serving
-from hostile import HostileBackend, event, hostile_backend, sse_response, text_result
+from hostile import HostileBackend, event, sse_response, text_result
 
 from gateway import keys
 from gateway.errors import BackendUnavailable
@@ -23,18 +23,6 @@ BOUND = 20.0
 """Upper bound on every wait in this module."""
 HEALTHZ_BOUND = 1.0
 """Generous: it only proves the event loop never stalls for seconds (the figures are in bench/)."""
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[HostileBackend]:
-    async with hostile_backend() as hostile:
-        yield hostile
 
 
 @asynccontextmanager

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from harness import MODERN, BareClient, route, running_gateway
-from hostile import HostileBackend, hostile_backend, sse_response, text_result
+from hostile import HostileBackend, sse_response, text_result
 
 from gateway import fastjson
 from gateway.errors import BackendUnavailable
@@ -20,18 +19,6 @@ from gateway.frontdoor.responses import WRITE_SLICE_BYTES
 
 BOUND = 30.0
 TEXT = '0123456789abcdef-é€😀\\"\n' * (1024 * 1024 // 24)  # ~1 MiB of characters, escapes and non-ASCII
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[HostileBackend]:
-    async with hostile_backend() as hostile:
-        yield hostile
 
 
 def framed(message: dict[str, Any], newline: bytes) -> bytes:

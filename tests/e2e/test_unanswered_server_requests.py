@@ -10,31 +10,18 @@ client could be asked), after the answer in the same chunk, or after the client 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 from harness import BareClient, route, running_gateway
-from hostile import HostileBackend, event, hostile_backend, sse_response, text_result
+from hostile import HostileBackend, event, sse_response, text_result
 
 from gateway.legacy import base
 
 BOUND = 10.0
 """Upper bound on every wait in this module."""
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[HostileBackend]:
-    async with hostile_backend() as hostile:
-        yield hostile
 
 
 @pytest.fixture
