@@ -5,6 +5,12 @@
 # The Dockerfile installs with --constraint constraints.txt, so two builds of the same commit
 # get the same versions. Run it when pyproject.toml's dependencies change, review the diff.
 #
+# Versions, not hashes: one `--hash` in a constraints file puts pip in --require-hashes mode for
+# every requirement of the install, and the image installs the project itself from the build
+# context (a directory, which pip cannot hash). Hash-checking would take a second, hashed
+# requirements file for the dependencies and a --no-deps install of the project; until then the
+# image's inputs are the base image by digest and these exact versions from PyPI over TLS.
+#
 #   bash scripts/lock-runtime.sh          (PYTHON=python3.11 to choose the interpreter)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
