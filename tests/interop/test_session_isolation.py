@@ -48,10 +48,12 @@ from interop.test_published_servers import (
     published_stdio_route,
 )
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]  # every call opens a session; RUN_TIMEOUT bounds each test
 
 CALLS = 100
 """Alternating calls per test: 50 per client."""
+EXTRA_LIST_CALLS = 100
+"""server-filesystem: most further list calls made when none of the first CALLS saw its own roots."""
 RUN_TIMEOUT = 240.0
 """Bound on one test: every call opens a backend session (for stdio, takes a started process)."""
 USER_HEADER = "X-Forwarded-User"
@@ -195,8 +197,20 @@ async def test_server_filesystem_clients_cannot_reach_each_other_s_directories(t
                     theirs = await client.call_tool("read_text_file", {"path": str(other / "secret.txt")})
                     assert theirs.is_error, (i, theirs.content)
                     assert f"secret of {other.name}" not in str(theirs.content)
+            # The clients' own roots do reach the server: each call's session asked its own client.
+            # Whether a call sees them depends on how fast the server applies the answer, so a
+            # run where no list call happened to see them retries (bounded) until one does.
+            for i in range(EXTRA_LIST_CALLS):
+                if own_listed:
+                    break
+                client, own, _ = turns[i % 2]
+                allowed = only_text(await client.call_tool("list_allowed_directories", {}))
+                assert allowed in (EMPTY_ALLOWED, f"Allowed directories:\n{own.resolve()}"), (i, allowed)
+                own_listed += allowed != EMPTY_ALLOWED
             assert_settled(gateway)
-    assert own_listed > 0  # the clients' own roots did reach the server
+    assert alpha.asked >= CALLS // 2
+    assert beta.asked >= CALLS // 2
+    assert own_listed > 0
 
 
 async def test_a_request_s_log_level_is_applied_to_it_alone_and_never_sent_upstream(
