@@ -17,22 +17,14 @@ LOOP_HOLD_SECONDS: Final = 0.002
 
 _DUE_AT_ONCE: Final = 1e-6
 """A timer this short is due at the loop's next iteration, after the I/O that iteration's poll finds."""
-_FOLLOWING_STEPS: Final = 2
-"""Loop iterations a request needs after its bytes are read before its handler has run: on Python
-3.11 aiohttp wakes the connection's task, which then starts the handler's task (3.12 starts tasks
-eagerly and needs fewer)."""
 
 
 async def give_turn() -> None:
-    """Let the requests that arrived while this task held the loop be served before it goes on.
+    """Let the I/O that arrived while this task held the loop be read before it goes on.
 
     ``asyncio.sleep(0)`` is not enough: it queues this task's next step ahead of the I/O the loop's
-    next poll finds, so a request that arrived meanwhile waits for that step, and, as it advances
-    one stage per loop iteration, for the steps after it. Waiting first for a timer that is due at
-    once puts this task behind that I/O, and the iterations after it behind what the I/O set off, so
-    such a request waits for the step it arrived during and no other. It costs a few loop
-    iterations (tens of microseconds), taken only after milliseconds of work.
+    next poll finds. A timer that is due at once is run after that I/O's callbacks, on every asyncio
+    loop, so a request that arrived meanwhile is read now and served within one more step (at most
+    :data:`LOOP_HOLD_SECONDS` later).
     """
     await asyncio.sleep(_DUE_AT_ONCE)
-    for _ in range(_FOLLOWING_STEPS):
-        await asyncio.sleep(0)

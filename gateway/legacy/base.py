@@ -12,6 +12,12 @@ exchange they pass in. :class:`~gateway.legacy.demux.DemuxedSession` adds what t
 transports share, :class:`~gateway.legacy.http_base.HttpSessionBase` what the two HTTP transports
 share (client, URL, headers, timeouts, redirects).
 
+A session owns every task it starts - its streams' readers, each call's answer reader, its answers
+to server requests nobody else will answer - in one :class:`~gateway.tasks.TaskGroup`, and ends
+them all when it closes: ``async with session:`` opens it and closes it, and :meth:`close` (once,
+whoever calls it first) ends the transport, then the group. :func:`route_options` is what each
+transport's session takes from its route.
+
 How bytes on the wire become messages, and foreign failures become
 :class:`~gateway.errors.BackendUnavailable`, lives in :mod:`gateway.legacy.wire`.
 """
@@ -23,11 +29,14 @@ import asyncio
 import contextlib
 import itertools
 import time
+from types import TracebackType
+from typing import Self, TypedDict
 
 import structlog
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, GatewayError
 from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
@@ -45,11 +54,32 @@ from gateway.legacy.session import (
 from gateway.legacy.wire import final_response
 from gateway.tasks import TaskGroup
 
-__all__ = ["CLIENT_INFO", "LegacySessionBase"]
+__all__ = ["CLIENT_INFO", "LegacySessionBase", "SessionOptions", "route_options"]
 
 log = structlog.get_logger("gateway.legacy")
 
 CLIENT_INFO: JsonObj = {"name": "mrtr-gateway", "version": "0.1.0"}
+
+
+class SessionOptions(TypedDict):
+    capabilities: JsonObj
+    timeout: float
+    connect_timeout: float
+    offer_version: str | None
+    limits: BackendLimits
+
+
+def route_options(route: RouteConfig, capabilities: JsonObj) -> SessionOptions:
+    """What every transport's session takes from its route: the handshake's ``capabilities`` (the
+    client's, in the revision offered), the backend's timeouts, pinned revision and limits."""
+    backend = route.backend
+    return {
+        "capabilities": capabilities,
+        "timeout": backend.timeout,
+        "connect_timeout": backend.connect_timeout,
+        "offer_version": backend.protocol_version,
+        "limits": BackendLimits(**backend.limits.model_dump()),
+    }
 
 
 class LegacySessionBase(abc.ABC):
@@ -79,13 +109,49 @@ class LegacySessionBase(abc.ABC):
         self.self_answers: dict[str, JsonObj] = {}
         """Results the gateway itself gives to unowned server requests, by method (a route's roots)."""
         self._self_answering: set[asyncio.Future[None]] = set()
+        """One future per answer from ``self_answers`` on its way (``_settle`` waits for them)."""
         self.keep_unclaimed = True
         """False for a session no interactive call will ever lease (a listener): refuse them at once."""
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
-        self.tasks = TaskGroup("legacy-session")
-        """Owns the answers to server requests whose call ended unread (:meth:`_unread`); a pool
-        gives its sessions its own group, which the application ends at shutdown."""
+        self._tasks = TaskGroup("legacy-session")
+        """Every task of the session: its stream readers (an exchange's :attr:`~Exchange.reader`
+        too) and its answers to server requests whose call ended unread. :meth:`close` ends them."""
         self._init_transport()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """The handshake (:meth:`_handshake`); a session that fails to open is closed."""
+        try:
+            await self._handshake()
+        except BaseException:  # cancelled too: a half-open session keeps no stream, task or process
+            await self.close()
+            raise
+
+    @abc.abstractmethod
+    async def _handshake(self) -> None:
+        """Open the transport (a stdio session first starts its process) and do the handshake."""
+
+    async def close(self) -> None:
+        """End the transport (:meth:`_end_transport`), then every task the session still has."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._end_transport()
+        finally:
+            await self._tasks.aclose()
+
+    @abc.abstractmethod
+    async def _end_transport(self) -> None:
+        """Close what carries the session's messages (a stream, a process, the backend's session)."""
 
     @abc.abstractmethod
     def _init_transport(self) -> None:
@@ -145,7 +211,7 @@ class LegacySessionBase(abc.ABC):
         here (an elicitation cancelled, anything else a JSON-RPC error), with a log line, so the server
         is never left waiting and nothing is lost silently."""
         log.info("server_request_unanswered", method=request.method, reason="its call ended first")
-        self.tasks.spawn(self._answer_unread(request), name="legacy-answer-unread")
+        self._tasks.spawn(self._answer_unread(request), name="legacy-answer-unread")
 
     async def _answer_unread(self, request: ServerRequest) -> None:
         result, error = expiry_answer(request.method, "The request this belongs to has ended")
@@ -186,10 +252,13 @@ class LegacySessionBase(abc.ABC):
         """Answer it from ``self_answers``, keep it for the next interactive call, or refuse it."""
         answer = self.self_answers.get(request.method)
         if answer is not None:
-            task = asyncio.ensure_future(self.respond(request.id, result=answer))
-            self._self_answering.add(task)  # _settle waits for it: the server has it before a call
-            task.add_done_callback(self._self_answering.discard)
-            await task
+            sent = asyncio.get_running_loop().create_future()
+            self._self_answering.add(sent)  # _settle waits for it: the server has it before a call
+            try:
+                await self.respond(request.id, result=answer)
+            finally:
+                self._self_answering.discard(sent)
+                sent.set_result(None)
             return
         if self.keep_unclaimed and request.method in CLAIMABLE_METHODS and len(self._unclaimed) < MAX_UNCLAIMED:
             self._unclaimed.append(Unclaimed(request, time.monotonic()))
@@ -225,7 +294,7 @@ class LegacySessionBase(abc.ABC):
                 finally:
                     exchange.close_nowait()
                 if self._self_answering:
-                    await asyncio.gather(*self._self_answering, return_exceptions=True)
+                    await asyncio.wait(self._self_answering)
         except (TimeoutError, BackendUnavailable, SessionExpired) as exc:
             log.info("backend_ping_after_initialize_failed", error=type(exc).__name__)
 

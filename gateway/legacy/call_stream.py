@@ -1,8 +1,7 @@
 """The SSE stream a streamable-HTTP backend answers one POST with, read for its exchange.
 
-Split from :mod:`gateway.legacy.streamable_http`, which opens these streams: how one is read -
-inline by the task waiting on the exchange, or by a reader task of its own - is
-:class:`~gateway.legacy.session.Exchange`'s contract (:class:`~gateway.legacy.session.AnswerStream`).
+:mod:`gateway.legacy.streamable_http` opens these streams; here each is read, by a reader task of
+the session (:meth:`CallStream.run`), and what it carries is routed into its exchange's queue.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import aiohttp
 from gateway.errors import BackendUnavailable
 from gateway.legacy.session import Exchange
 from gateway.legacy.sse import SSEParser
-from gateway.legacy.wire import DRAIN_SECONDS, backend_errors, drain, jittered, sse_pieces
+from gateway.legacy.wire import backend_errors, drain, jittered, sse_pieces
 from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 RESUME_ATTEMPTS = 3
@@ -36,62 +35,77 @@ class StreamOwner(Protocol):
 
 
 class CallStream:
-    """One POST's SSE stream: the :class:`~gateway.legacy.session.AnswerStream` of its exchange.
+    """One POST's SSE stream, read to its exchange's answer by :meth:`run`.
 
-    Read chunk by chunk (:meth:`read`) by the task waiting on the exchange, or to the answer by a
-    reader task (:meth:`background`, which also resumes a stream cut before the answer with
-    ``Last-Event-ID``, up to ``RESUME_ATTEMPTS`` times). Parsing holds the event loop at most
-    about :data:`~gateway.turns.LOOP_HOLD_SECONDS` at a time, as :func:`~gateway.legacy.wire.sse_events` does.
-
-    Once the answer is in, the rest of the stream - its end, most often already received - is not
-    read: aiohttp hands the connection back to its pool when the end arrives, and a stream whose
-    end has not come within :data:`~gateway.legacy.wire.DRAIN_SECONDS` is released then (its
-    connection closed; what it sends meanwhile is bounded by aiohttp's flow control). A reader task
-    drains its stream instead (:func:`~gateway.legacy.wire.drain`), as it always has.
+    A stream cut before the answer is resumed with ``Last-Event-ID``, up to ``RESUME_ATTEMPTS``
+    times. Parsing holds the event loop at most about :data:`~gateway.turns.LOOP_HOLD_SECONDS` at a
+    time, as :func:`~gateway.legacy.wire.sse_events` does. Once the answer is in, the rest of the
+    stream is drained (:func:`~gateway.legacy.wire.drain`, bounded) so that its connection goes back
+    to aiohttp's pool for the next request.
     """
 
-    __slots__ = ("_drains", "_ended", "_last_id", "_over", "_parser", "_resp", "_retry_ms", "_session")
+    __slots__ = ("_ended", "_exchange", "_last_id", "_over", "_parser", "_resp", "_retry_ms", "_session")
 
     def __init__(self, session: StreamOwner, resp: aiohttp.ClientResponse, exchange: Exchange) -> None:
         self._session = session
         self._resp = resp
+        self._exchange = exchange
         self._parser = SSEParser(session.max_message_bytes)
         exchange.receiving = self._parser.mid_event
         self._last_id: str | None = None
         self._retry_ms = 1000
         self._ended = False
-        """The stream ended before the answer (a reader task resumes it)."""
+        """The stream ended before the answer (it is resumed)."""
         self._over = False
-        """The answer or a failure is in: nothing more is read."""
-        self._drains = False
-        """Read by :meth:`background`, which drains the stream after the answer."""
+        """The answer or a failure is in: nothing more is read but the drain."""
 
-    async def read(self, exchange: Exchange) -> bool:
-        content = self._resp.content
-        before = content.total_bytes
+    async def run(self) -> None:
+        """Read the stream to the answer (resuming it when it is cut), then drain it."""
+        exchange = self._exchange
+        attempts = 0
         try:
-            with backend_errors(exchange.method or "request"):
-                chunk = await exchange.parked(
-                    content.readany(),
-                    lambda: content.total_bytes != before or content.is_eof() or content.exception() is not None,
-                )
-                if chunk is None:
-                    return True  # woken: something else was pushed, or the deadline passed
-                if not chunk:
-                    self._ended = True
-                    exchange.receiving = None
-                    self._resp.release()
-                    return False
-                await self._feed(chunk, exchange)
+            while not self._over:
+                if self._ended:
+                    if self._last_id is None or attempts >= RESUME_ATTEMPTS:
+                        raise BackendUnavailable("stream_closed", "the backend closed the stream before answering")
+                    attempts += 1
+                    await asyncio.sleep(jittered(min(self._retry_ms, 5000) / 1000))
+                    self._resp = await self._session.resume(self._last_id)
+                    self._parser = SSEParser(self._session.max_message_bytes)
+                    exchange.receiving = self._parser.mid_event
+                    self._ended = False
+                await self._read()
+            if exchange.answered:
+                exchange.draining = True
+                await drain(self._resp)
+                self._resp.release()
         except BackendUnavailable as exc:
-            self._fail(exchange, exc)
-        return True
+            self._fail(exc)
+        except asyncio.CancelledError:
+            # The exchange was closed (nobody waits: the failure is not queued) or its session was.
+            self._fail(BackendUnavailable("stream_closed", "the session was closed"))
+            raise
+        finally:
+            exchange.receiving = None
+            self._resp.release()  # (again, harmless) whatever ended the read: the connection is not kept
 
-    async def _feed(self, chunk: bytes, exchange: Exchange) -> None:
+    async def _read(self) -> None:
+        """Read what has arrived and route the messages it completes."""
+        with backend_errors(self._exchange.method or "request"):
+            chunk = await self._resp.content.readany()
+            if not chunk:
+                self._ended = True
+                self._exchange.receiving = None
+                self._resp.release()
+                return
+            await self._feed(chunk)
+
+    async def _feed(self, chunk: bytes) -> None:
         """Route the messages ``chunk`` completes, giving the loop a turn after each
-        :data:`~gateway.turns.LOOP_HOLD_SECONDS` of parsing. The stream is read no further than the
-        answer's chunk; what that chunk holds after the answer is routed all the same (a server
-        request there is answered by the session, see :meth:`~gateway.legacy.session.Exchange.unanswered`)."""
+        :data:`~gateway.turns.LOOP_HOLD_SECONDS` of parsing. What the answer's chunk holds after the
+        answer is routed all the same (a server request there is answered by the session, see
+        :meth:`~gateway.legacy.session.Exchange.unanswered`)."""
+        exchange = self._exchange
         loop = asyncio.get_running_loop()
         held_since = loop.time()
         parser = self._parser
@@ -108,62 +122,16 @@ class CallStream:
                     continue
                 await self._session.dispatch_event(event.data, exchange)
                 if exchange.answered and not self._over:
-                    self._answered(exchange)
+                    self._over = True
+                    exchange.receiving = None
             if loop.time() - held_since > LOOP_HOLD_SECONDS:
                 await give_turn()
                 held_since = loop.time()
 
-    def _answered(self, exchange: Exchange) -> None:
+    def _fail(self, exc: BackendUnavailable) -> None:
         self._over = True
-        exchange.receiving = None
-        if exchange.stream is self:
-            exchange.stream = None
-        if self._drains:
-            return
-        resp = self._resp
-        if resp.content.is_eof():
-            resp.release()  # the connection is already back in aiohttp's pool
-            return
-        timer = asyncio.get_running_loop().call_later(DRAIN_SECONDS, resp.release)
-        resp.content.on_eof(timer.cancel)
-
-    def _fail(self, exchange: Exchange, exc: BackendUnavailable) -> None:
-        self._over = True
-        exchange.receiving = None
-        if exchange.stream is self:
-            exchange.stream = None
+        self._exchange.receiving = None
         self._resp.release()
         if exc.reason == "malformed_response":
             self._session.mark_broken()
-        exchange.push(exc)
-
-    async def background(self, exchange: Exchange) -> None:
-        attempts = 0
-        self._drains = True
-        try:
-            while not self._over:
-                if self._ended:
-                    if self._last_id is None or attempts >= RESUME_ATTEMPTS:
-                        raise BackendUnavailable("stream_closed", "the backend closed the stream before answering")
-                    attempts += 1
-                    await asyncio.sleep(jittered(min(self._retry_ms, 5000) / 1000))
-                    self._resp = await self._session.resume(self._last_id)
-                    self._parser = SSEParser(self._session.max_message_bytes)
-                    exchange.receiving = self._parser.mid_event
-                    self._ended = False
-                await self.read(exchange)
-            if exchange.answered:
-                exchange.draining = True
-                await drain(self._resp)
-                self._resp.release()
-        except BackendUnavailable as exc:
-            self._fail(exchange, exc)
-        except BaseException:
-            exchange.receiving = None
-            self._resp.release()
-            raise
-
-    def close(self) -> None:
-        if not self._over:
-            self._over = True
-            self._resp.release()
+        self._exchange.push(exc)

@@ -37,7 +37,7 @@ class DemuxedSession(LegacySessionBase):
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         try:
             await self._send_request(body, headers, what=method)
-        except BaseException:
+        except BaseException:  # cancelled too: a request that may not have been sent must not wait for an answer
             self._inflight.pop(request_id, None)
             self._disown(exchange)
             raise

@@ -3,7 +3,8 @@
 :class:`asyncio.Queue` does more than an exchange needs (bounds, putters, task accounting with an
 :class:`asyncio.Event`), and a wait with a deadline around it costs an :func:`asyncio.timeout`
 (a cancellation of the waiting task when it fires). Every backend call has one, so this is what
-it needs and no more: a deque, a future per waiting reader, one timer per wait with a deadline.
+it needs and no more: a deque, a future per waiting reader, one timer per wait with a deadline
+(and, for a round being gathered, a future whose end also ends the wait: its fence).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 _T = TypeVar("_T")
@@ -56,21 +58,26 @@ class EventQueue(Generic[_T]):
             await self._wait(None)
         return self._items.popleft()
 
-    async def get_until(self, deadline: float) -> _T | None:
-        """The next item, or None once the loop's clock has reached ``deadline`` with none queued:
-        one timer for the whole wait, no :func:`asyncio.timeout` (no cancellation of the task)."""
+    async def get_until(self, deadline: float, *, unless: asyncio.Future[None] | None = None) -> _T | None:
+        """The next item, or None once the loop's clock has reached ``deadline`` (or ``unless`` is
+        done) with none queued: one timer for the whole wait, no :func:`asyncio.timeout` (no
+        cancellation of the task)."""
         loop = asyncio.get_running_loop()
         while not self._items:
-            if loop.time() >= deadline or not await self._wait(deadline):
+            if loop.time() >= deadline or (unless is not None and unless.done()):
+                return None
+            if not await self._wait(deadline, unless):
                 return None
         return self._items.popleft()
 
-    async def _wait(self, deadline: float | None) -> bool:
-        """Until an item is put (True) or ``deadline`` passes (False)."""
+    async def _wait(self, deadline: float | None, unless: asyncio.Future[None] | None = None) -> bool:
+        """Until an item is put (True), or ``deadline`` passes or ``unless`` is done (False)."""
         loop = asyncio.get_running_loop()
         getter: asyncio.Future[bool] = loop.create_future()
         self._getters.append(getter)
         timer = None if deadline is None else loop.call_at(deadline, _expire, getter)
+        if unless is not None:
+            unless.add_done_callback(getter_expiry := _expiry(getter))
         try:
             return await getter
         except asyncio.CancelledError:
@@ -80,6 +87,8 @@ class EventQueue(Generic[_T]):
         finally:
             if timer is not None:
                 timer.cancel()
+            if unless is not None:
+                unless.remove_done_callback(getter_expiry)
             if not getter.done():
                 getter.cancel()
             with contextlib.suppress(ValueError):
@@ -89,3 +98,8 @@ class EventQueue(Generic[_T]):
 def _expire(getter: asyncio.Future[bool]) -> None:
     if not getter.done():
         getter.set_result(False)
+
+
+def _expiry(getter: asyncio.Future[bool]) -> Callable[[asyncio.Future[None]], None]:
+    """A done callback that ends ``getter``'s wait as its deadline would."""
+    return lambda _: _expire(getter)

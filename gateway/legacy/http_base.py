@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import warnings
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 import aiohttp.payload
@@ -14,8 +14,9 @@ from yarl import URL
 
 from gateway import fastjson
 from gateway.backend_auth import BackendCredential, OutboundHeaders
+from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable
-from gateway.legacy.base import LegacySessionBase
+from gateway.legacy.base import LegacySessionBase, route_options
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.session import JsonObj
 from gateway.legacy.wire import read_bounded
@@ -87,6 +88,14 @@ class HttpSessionBase(LegacySessionBase):
             offer_version=offer_version,
             limits=limits,
         )
+
+    @classmethod
+    def for_route(
+        cls, http: aiohttp.ClientSession, route: RouteConfig, capabilities: JsonObj, headers: dict[str, str]
+    ) -> Self:
+        """An unopened session on ``route``'s backend, declaring ``capabilities`` at its handshake."""
+        assert route.backend.url is not None  # the config requires it for HTTP transports
+        return cls(http, route.backend.url, headers=headers, **route_options(route, capabilities))
 
     async def _send(self, method: str, url: str | URL, *, what: str, **kwargs: Any) -> aiohttp.ClientResponse:
         """One backend HTTP request, with the route's credential (``backend.auth``) resolved now.

@@ -29,7 +29,6 @@ stream; there is no ``DELETE``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import structlog
 from yarl import URL
@@ -66,7 +65,6 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
     def _init_transport(self) -> None:
         self._endpoint: URL | None = None
         self._init_demux()
-        self._reader: asyncio.Task[None] | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -81,34 +79,24 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def open(self) -> None:
+    async def _handshake(self) -> None:
         """GET stream → ``endpoint`` event → initialize → notifications/initialized → ping (``_settle``)."""
         endpoint: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
-        self._reader = asyncio.create_task(self._read_stream(endpoint), name="legacy-sse-stream")
+        self._tasks.spawn(self._read_stream(endpoint), name="legacy-sse-stream")
         try:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    self._endpoint = await endpoint
-            except TimeoutError:
-                raise BackendUnavailable("timeout", f"no endpoint event within {self._timeout:g}s") from None
-            init = self._register(0, "initialize")
-            await self._post(self._initialize_body(), {}, what="initialize")
-            self._accept_initialize(await self._initialize_answer(init))
-            await self.notify("notifications/initialized")
-            await self._settle()
-        except BaseException:
-            await self.close()
-            raise
+            async with asyncio.timeout(self._timeout):
+                self._endpoint = await endpoint
+        except TimeoutError:
+            raise BackendUnavailable("timeout", f"no endpoint event within {self._timeout:g}s") from None
+        init = self._register(0, "initialize")
+        await self._post(self._initialize_body(), {}, what="initialize")
+        self._accept_initialize(await self._initialize_answer(init))
+        await self.notify("notifications/initialized")
+        await self._settle()
 
-    async def close(self) -> None:
-        """Cancel the reader, which closes the stream and fails whatever is still in flight."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
+    async def _end_transport(self) -> None:
+        """Nothing before the reader is cancelled with the session's other tasks: that closes the
+        stream and fails whatever is still in flight. (There is no ``DELETE``.)"""
 
     # -- requests ---------------------------------------------------------------------------
 

@@ -38,16 +38,17 @@ import structlog
 
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable, GatewayError, Overloaded
-from gateway.legacy import factory
-from gateway.legacy.factory import LegacySession
+from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.pool_keys import caps_key
-from gateway.legacy.pooled import PooledSession, PoolKey
+from gateway.legacy.pooled import LegacySession, PooledSession, PoolKey
 from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
+from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.state.claims import credential_digest
 from gateway.tasks import TaskGroup
+from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
 
@@ -76,16 +77,13 @@ class SessionPool:
         *,
         on_change: Callable[[str, int], None] | None = None,
         on_initialize: Callable[[str], None] | None = None,
-        tasks: TaskGroup | None = None,
         starts: StartBudget | None = None,
     ) -> None:
         self._http = http
         self._starts = starts
         """Every stdio process start of every route waits for a place in this budget."""
-        # Closing dead sessions and answering expired requests run in the background, owned by the
-        # group the application ends at shutdown (after :meth:`close`).
-        self._tasks = tasks or TaskGroup(f"pool-{route.name}")
-        self._owns_tasks = tasks is None
+        self._tasks = TaskGroup(f"pool-{route.name}")
+        """Closes of dead sessions and answers to expired requests: ended by :meth:`close`."""
         self._on_initialize = on_initialize
         self._route = route
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
@@ -107,7 +105,6 @@ class SessionPool:
         self._spares = StdioSpares(
             self._new_spare,
             prewarm,
-            tasks=self._tasks,
             room=lambda: self._footprint() < backend.max_sessions,
             on_ready=self._wake,
             max_opening=self._max_opening,
@@ -349,7 +346,6 @@ class SessionPool:
         session = self._new_session(normalized_caps, headers)
         session.notification_sink = sink
         session.keep_unclaimed = sink is None  # a listener's session is never leased by a call
-        session.tasks = self._tasks
         self.initializations += 1
         if self._on_initialize is not None:
             self._on_initialize(self._route.name)
@@ -357,10 +353,9 @@ class SessionPool:
             await session.open()
         except SessionExpired as exc:
             raise BackendUnavailable("initialize_failed", "backend refused the new session") from exc
-        except BaseException as exc:
-            if isinstance(exc, BackendUnavailable) and exc.reason == "spawn_failed":
+        except BackendUnavailable as exc:  # (a session that fails to open has closed itself)
+            if exc.reason == "spawn_failed":
                 self.health.failed(exc.reason)  # stdio: the process could not be started
-            await session.close()
             raise
         self.health.succeeded()
         return session
@@ -374,18 +369,23 @@ class SessionPool:
         return session
 
     def _new_transport_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
-        legacy_caps = factory.legacy_capabilities(self._route, normalized_caps)
-        if self._route.backend.transport != "stdio":
-            return factory.http_session(self._http, self._route, legacy_caps, headers)
+        """A session of the route's transport declaring the client's capabilities as the handshake
+        revision offered declares them; a stdio route's spare process, if one is ready."""
+        backend = self._route.backend
+        legacy_caps = caps.to_legacy(normalized_caps, backend.protocol_version or "2025-11-25")
+        if backend.transport == "sse":
+            return HttpSseSession.for_route(self._http, self._route, legacy_caps, headers)
+        if backend.transport != "stdio":
+            return StreamableHttpSession.for_route(self._http, self._route, legacy_caps, headers)
         spare = self._spares.take()
         if spare is None:
-            return factory.stdio_session(self._route, legacy_caps, starts=self._starts)
+            return StdioSession.for_route(self._route, legacy_caps, starts=self._starts)
         spare.adopt(legacy_caps)
         return spare
 
     def _new_spare(self) -> StdioSession:
         """An unstarted stdio session for :class:`StdioSpares` (capabilities come at lease)."""
-        return factory.stdio_session(self._route, {}, starts=self._starts)
+        return StdioSession.for_route(self._route, {}, starts=self._starts)
 
     def prewarm(self) -> None:
         """Start the route's spare stdio processes now (also done at every reap and lease)."""
@@ -438,6 +438,5 @@ class SessionPool:
             await asyncio.gather(
                 self._spares.close(), *(session.close() for session in everything), return_exceptions=True
             )
-        if self._owns_tasks:
-            await self._tasks.aclose()
+        await self._tasks.aclose()
         self._report()

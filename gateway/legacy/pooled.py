@@ -1,4 +1,4 @@
-"""One session in a route's pool, and the key it is pooled under (split from :mod:`gateway.legacy.pool`)."""
+"""One session in a route's pool, and the key it is pooled under."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from gateway.legacy.factory import LegacySession
+from gateway.legacy.http_sse import HttpSseSession
+from gateway.legacy.stdio import StdioSession
+from gateway.legacy.streamable_http import StreamableHttpSession
+
+LegacySession = StreamableHttpSession | HttpSseSession | StdioSession
 
 PoolKey = tuple[str, str]
 """(digest of the client's credential, the client's normalized capabilities)."""

@@ -44,30 +44,29 @@ class StdioSpares:
         factory: Callable[[], StdioSession],
         want: int,
         *,
-        tasks: TaskGroup,
         room: Callable[[], bool],
         on_ready: Callable[[], None],
         max_opening: int = 1,
         health: RouteHealth | None = None,
     ) -> None:
         self._factory = factory
-        self._group = tasks
-        """The pool's task group owns the starts and closes (ended at shutdown)."""
+        self._group = TaskGroup("legacy-stdio-spares")
+        """The starts and the closes of spares: ended by :meth:`close`."""
         self._want = want
         self._room = room
         """Whether the route's bound leaves room for one more process."""
         self._on_ready = on_ready
         self._ready: list[StdioSession] = []
-        self._tasks: set[asyncio.Task[None]] = set()
         self._starting = 0
+        self._closing = 0
         self._max_opening = max_opening
         self.health = health or RouteHealth(prewarm=want)
         self._next_try = 0.0
         self._closed = False
 
     def __len__(self) -> int:
-        """Processes ready or being started (each counts in ``max_sessions``)."""
-        return len(self._ready) + len(self._tasks)
+        """Processes ready, being started or being stopped (each counts in ``max_sessions``)."""
+        return len(self._ready) + self._starting + self._closing
 
     @property
     def ready(self) -> int:
@@ -90,9 +89,7 @@ class StdioSpares:
             return
         while len(self) < self._want and self._starting < self._max_opening and self._room():
             self._starting += 1
-            task = self._group.spawn(self._start(), name="legacy-stdio-spare")
-            self._tasks.add(task)
-            task.add_done_callback(self._started)
+            self._group.spawn(self._start(), name="legacy-stdio-spare").add_done_callback(self._started)
 
     def reap(self, *, idle: bool) -> None:
         """Forget spares whose process has exited; close them all when the route is ``idle`` (no
@@ -104,11 +101,10 @@ class StdioSpares:
             self._discard(spare)
 
     async def close(self) -> None:
+        """Stop the ready spares, and every start and stop still under way."""
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
         ready, self._ready = self._ready, []
-        await asyncio.gather(*self._tasks, *(s.close() for s in ready), return_exceptions=True)
+        await asyncio.gather(self._group.aclose(), *(s.close() for s in ready), return_exceptions=True)
 
     async def _start(self) -> None:
         spare = self._factory()
@@ -124,15 +120,11 @@ class StdioSpares:
         if self._closed:
             await spare.close()
             return
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.discard(task)  # counted once from here on: as ready
         self._ready.append(spare)
 
     def _started(self, task: asyncio.Task[None]) -> None:
-        """Once the start is no longer counted: a spare is ready, or its place in the bound is free;
-        the next spare starts (``max_opening`` at a time), unless the respawn delay holds it back."""
-        self._tasks.discard(task)
+        """Once the start is over: a spare is ready, or its place in the bound is free; the next
+        spare starts (``max_opening`` at a time), unless the respawn delay holds it back."""
         if not self._closed:
             self._on_ready()
             self.top_up()
@@ -144,6 +136,11 @@ class StdioSpares:
         log.warning("stdio_spare_failed", reason=reason, detail=detail, retry_in=round(delay, 1))
 
     def _discard(self, spare: StdioSession) -> None:
-        task = self._group.spawn(spare.close(), name="legacy-stdio-spare-close")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._closing += 1
+        self._group.spawn(self._stop(spare), name="legacy-stdio-spare-close")
+
+    async def _stop(self, spare: StdioSession) -> None:
+        try:
+            await spare.close()
+        finally:
+            self._closing -= 1

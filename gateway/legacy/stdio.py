@@ -46,11 +46,14 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from typing import Self
 
 import structlog
 
 from gateway import fastjson
+from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable
+from gateway.legacy.base import route_options
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.orphans import GUARD
@@ -141,6 +144,16 @@ class StdioSession(DemuxedSession):
             limits=limits,
         )
 
+    @classmethod
+    def for_route(cls, route: RouteConfig, capabilities: JsonObj, *, starts: StartBudget | None = None) -> Self:
+        """An unstarted session of ``route``'s command (``capabilities`` may be replaced before its
+        handshake: a spare, see :meth:`adopt`); its start waits for a place in ``starts``, the
+        gateway-wide budget."""
+        backend = route.backend
+        assert backend.command is not None  # the config requires it for stdio
+        options = route_options(route, capabilities)
+        return cls(backend.command, env=backend.env, cwd=backend.cwd, starts=starts, **options)
+
     def _init_transport(self) -> None:
         self._proc: asyncio.subprocess.Process | None = None
         self._init_demux()
@@ -168,7 +181,7 @@ class StdioSession(DemuxedSession):
             async with self._start_slot():
                 await self._spawn()
                 await self._warm()
-        except BaseException:
+        except BaseException:  # cancelled too: a spare that did not start must not leave its process
             await self.close()
             raise
 
@@ -206,44 +219,35 @@ class StdioSession(DemuxedSession):
         the call whose client they come from arrives)."""
         self._capabilities = capabilities
 
-    async def open(self) -> None:
+    async def _handshake(self) -> None:
         """Start the process (unless :meth:`spawn` did) → initialize → notifications/initialized →
         ping (``_settle``)."""
-        try:
-            cold = self._proc is None
-            async with self._start_slot(cold):
-                if cold:
-                    await self._spawn()
-                try:
-                    init = self._register(0, "initialize")
-                    await self._write(self._initialize_body(), what="initialize")
-                    final = await self._initialize_answer(init)
-                except BackendUnavailable as exc:
-                    if exc.reason != "stream_closed":
-                        raise
-                    raise await self._exited_early() from exc
-            self._accept_initialize(final)
-            await self.notify("notifications/initialized")
-            await self._settle()
-        except BaseException:
-            await self.close()
-            raise
+        cold = self._proc is None
+        async with self._start_slot(cold):
+            if cold:
+                await self._spawn()
+            try:
+                init = self._register(0, "initialize")
+                await self._write(self._initialize_body(), what="initialize")
+                final = await self._initialize_answer(init)
+            except BackendUnavailable as exc:
+                if exc.reason != "stream_closed":
+                    raise
+                raise await self._exited_early() from exc
+        self._accept_initialize(final)
+        await self.notify("notifications/initialized")
+        await self._settle()
 
-    async def close(self) -> None:
-        """Stop the process (stdin closed, then SIGTERM, then SIGKILL) and reap it."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _end_transport(self) -> None:
+        """Stop the process (stdin closed, then SIGTERM, then SIGKILL) and reap it; its pipe readers
+        get :data:`READER_GRACE` to read to the end (a grandchild may still hold a pipe open: then
+        :meth:`close` cancels them)."""
         if self._proc is not None:
             await self._stop(self._proc)
             await _end_group(self._proc.pid)
         readers = [task for task in (self._reader, self._stderr_reader) if task is not None]
         if readers:
-            await asyncio.wait(readers, timeout=READER_GRACE)  # let them read to the end of the pipes
-        for task in readers:
-            task.cancel()  # a grandchild may still hold a pipe open
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await asyncio.wait(readers, timeout=READER_GRACE)
         if self._proc is not None:
             stderr = self._stderr_tail.decode(errors="replace")
             log.debug("backend process stopped", pid=self._proc.pid, returncode=self._proc.returncode, stderr=stderr)
@@ -276,8 +280,8 @@ class StdioSession(DemuxedSession):
         stdout, stderr = self._proc.stdout, self._proc.stderr
         assert stdout is not None  # both are pipes: see above
         assert stderr is not None
-        self._reader = asyncio.create_task(self._read_stdout(stdout), name="legacy-stdio-stdout")
-        self._stderr_reader = asyncio.create_task(self._read_stderr(stderr), name="legacy-stdio-stderr")
+        self._reader = self._tasks.spawn(self._read_stdout(stdout), name="legacy-stdio-stdout")
+        self._stderr_reader = self._tasks.spawn(self._read_stderr(stderr), name="legacy-stdio-stderr")
 
     async def _exited_early(self) -> BackendUnavailable:
         """The process ended before ``initialize`` was answered: say how, for the log."""

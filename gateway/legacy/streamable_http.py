@@ -4,9 +4,8 @@ One :class:`StreamableHttpSession` is one backend session: ``initialize`` with t
 the modern request that caused it, ``notifications/initialized``, then ``Mcp-Session-Id`` and
 ``MCP-Protocol-Version`` on every request. Request answers may be JSON or an SSE stream on which
 the server also sends its own requests; what a stream carries is routed into the
-:class:`~gateway.legacy.session.Exchange` (:class:`~gateway.legacy.call_stream.CallStream`: read by
-the task waiting on the exchange until the exchange is more than a request and its answer, then by
-a task of its own).
+:class:`~gateway.legacy.session.Exchange` by a reader task of the session
+(:class:`~gateway.legacy.call_stream.CallStream`).
 A standalone GET stream is kept open per session because servers send some requests there
 (mcp 1.30.0 sends ``roots/list`` on it).
 
@@ -68,7 +67,7 @@ class StreamableHttpSession(HttpSessionBase):
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def open(self) -> None:
+    async def _handshake(self) -> None:
         """initialize → standalone GET stream → notifications/initialized → ping.
 
         The GET stream is open before the server hears ``notifications/initialized``: servers that
@@ -89,7 +88,7 @@ class StreamableHttpSession(HttpSessionBase):
                 self._session_id = sid
                 final = await self._single_response(resp, 0)
         self._accept_initialize(final)
-        self._get_task = asyncio.create_task(self._standalone_stream(), name="legacy-get-stream")
+        self._get_task = self._tasks.spawn(self._standalone_stream(), name="legacy-get-stream")
         # Servers drop requests meant for the standalone stream while it is not open (mcp 1.x and
         # the TypeScript SDK both send roots/list only there): do not go on before it is.
         with contextlib.suppress(TimeoutError):
@@ -98,15 +97,13 @@ class StreamableHttpSession(HttpSessionBase):
         await self.notify("notifications/initialized")
         await self._settle()
 
-    async def close(self) -> None:
-        """Stop the GET stream and DELETE the session (best effort)."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _end_transport(self) -> None:
+        """Stop the GET stream first (the DELETE ends it on the backend's side, which its reader
+        would take for a dropped stream), then DELETE the session (best effort); the calls'
+        streams are cancelled after it, with the session's other tasks."""
         if self._get_task is not None:
             self._get_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._get_task
+            await asyncio.wait([self._get_task])
         if self._session_id is not None and not self._http.closed:
             with contextlib.suppress(Exception):
                 resp = await self._send(
@@ -126,15 +123,15 @@ class StreamableHttpSession(HttpSessionBase):
         self._own(exchange, owner)
         try:
             resp = await self._post(body, headers, what=method)
-        except BaseException:
+        except BaseException:  # cancelled too: a request that was never sent owns nothing
             self._disown(exchange)
             raise
         if isinstance(resp, FinalResponse):
             exchange.push(resp)
             return exchange
         if resp.headers.get("Content-Type", "").startswith("text/event-stream"):
-            # the exchange's stream owns (and releases) the response from here on
-            exchange.stream = CallStream(self, resp, exchange)
+            # the reader owns (and releases) the response from here on
+            exchange.reader = self._tasks.spawn(CallStream(self, resp, exchange).run(), name="legacy-call")
             return exchange
         try:
             with backend_errors(method):
@@ -225,7 +222,7 @@ class StreamableHttpSession(HttpSessionBase):
         ctype = resp.headers.get("Content-Type", "")
         if ctype.startswith("text/event-stream"):
             exchange = self._new_exchange(request_id, "")
-            await CallStream(self, resp, exchange).background(exchange)
+            await CallStream(self, resp, exchange).run()
             while True:
                 event = await exchange.next(self._timeout)
                 if isinstance(event, FinalResponse):

@@ -226,7 +226,7 @@ DRAIN_SECONDS = 0.5
 async def drain(resp: aiohttp.ClientResponse) -> None:
     """Read what is left of a response whose answer has been read (the end of an SSE stream), so
     that releasing it returns the connection to the pool instead of closing it. Bounded in bytes
-    and time: a stream that goes on is released (and its connection closed) as before."""
+    and time: a stream that goes on past them is released anyway, and its connection closed."""
     left = DRAIN_BYTES
     with contextlib.suppress(*CLIENT_FAILURES, ValueError):
         async with asyncio.timeout(DRAIN_SECONDS):

@@ -1,0 +1,242 @@
+"""An exchange is a queue and a deadline; what fills it is read by the session's reader tasks.
+
+The session owns every task it starts (its streams' readers, an exchange's answer reader): closing
+it, or leaving ``async with`` it, ends them all. Exercised against a small streamable-HTTP backend
+over real sockets, and a stdio server of a few lines. Every wait is bounded by ``WAIT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from harness import serving
+
+from gateway.errors import BackendUnavailable
+from gateway.legacy.events import EventQueue
+from gateway.legacy.session import FinalResponse, ServerRequest
+from gateway.legacy.stdio import StdioSession
+from gateway.legacy.streamable_http import StreamableHttpSession
+
+WAIT = 5.0
+Json = dict[str, Any]
+
+
+async def test_event_queue_waits_with_a_deadline_and_keeps_an_item_a_cancelled_getter_was_woken_for() -> None:
+    queue: EventQueue[int] = EventQueue()
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(WAIT):
+        assert await queue.get_until(loop.time() + 0.01) is None
+        getter = asyncio.ensure_future(queue.get())
+        await asyncio.sleep(0)
+        queue.put_nowait(1)
+        getter.cancel()  # woken, then cancelled before it ran: the item stays for the next getter
+        with pytest.raises(asyncio.CancelledError):
+            await getter
+        assert await queue.get_until(loop.time() + WAIT) == 1
+        assert queue.empty()
+
+
+async def test_event_queue_wait_ends_when_its_fence_is_done() -> None:
+    queue: EventQueue[int] = EventQueue()
+    loop = asyncio.get_running_loop()
+    fence: asyncio.Future[None] = loop.create_future()
+    async with asyncio.timeout(WAIT):
+        loop.call_soon(fence.set_result, None)
+        assert await queue.get_until(loop.time() + WAIT, unless=fence) is None
+        queue.put_nowait(1)  # an item already queued is taken even once the fence is done
+        assert await queue.get_until(loop.time() + WAIT, unless=fence) == 1
+
+
+# -- against a streamable-HTTP backend over real sockets -------------------------------------------
+
+
+class FakeBackend:
+    """A streamable-HTTP backend in miniature: ``tools/call`` answers an SSE stream the test feeds
+    (``call_events``), the standalone GET stream is fed by ``get_events``; everything else is JSON."""
+
+    def __init__(self) -> None:
+        self.call_events: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.get_events: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.calls = 0
+        self.peers: set[int] = set()
+        """Client ports of every tools/call (one per backend connection used)."""
+        self.url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/mcp", self._post)
+        app.router.add_get("/mcp", self._get)
+        app.router.add_delete("/mcp", self._delete)
+        return app
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        method = body.get("method")
+        if "id" not in body:
+            return web.Response(status=202)
+        if method == "initialize":
+            result: Json = {
+                "protocolVersion": body["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fake", "version": "0"},
+            }
+            return web.json_response(
+                {"jsonrpc": "2.0", "id": body["id"], "result": result}, headers={"Mcp-Session-Id": "s1"}
+            )
+        if method != "tools/call":
+            return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": {}})
+        self.calls += 1
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if peer is not None:
+            self.peers.add(peer[1])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        while (data := await self.call_events.get()) is not None:
+            await resp.write(data.replace(b'"id": "CALL"', f'"id": {json.dumps(body["id"])}'.encode()))
+        await resp.write_eof()
+        return resp
+
+    async def _get(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        while (data := await self.get_events.get()) is not None:
+            await resp.write(data)
+        return resp
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+
+def sse(message: Json) -> bytes:
+    return f"event: message\ndata: {json.dumps(message)}\n\n".encode()
+
+
+ANSWER = sse({"jsonrpc": "2.0", "id": "CALL", "result": {"content": []}})
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[FakeBackend]:
+    fake = FakeBackend()
+    async with serving(fake.app()) as base:
+        fake.url = f"{base}/mcp"
+        try:
+            yield fake
+        finally:
+            fake.get_events.put_nowait(None)
+
+
+@pytest.fixture
+async def session(backend: FakeBackend) -> AsyncIterator[StreamableHttpSession]:
+    async with aiohttp.ClientSession() as http:
+        opened = StreamableHttpSession(
+            http, backend.url, capabilities={"elicitation": {}}, headers={}, timeout=WAIT, connect_timeout=WAIT
+        )
+        async with asyncio.timeout(WAIT):
+            await opened.open()
+        try:
+            yield opened
+        finally:
+            backend.get_events.put_nowait(None)
+            await opened.close()
+
+
+def unopened(http: aiohttp.ClientSession, backend: FakeBackend) -> StreamableHttpSession:
+    return StreamableHttpSession(
+        http, backend.url, capabilities={"elicitation": {}}, headers={}, timeout=WAIT, connect_timeout=WAIT
+    )
+
+
+async def test_a_request_on_the_standalone_stream_reaches_the_call_its_reader_answers(
+    backend: FakeBackend, session: StreamableHttpSession
+) -> None:
+    async with asyncio.timeout(WAIT):
+        exchange = await session.start("tools/call", {"name": "t", "arguments": {}}, {}, owner=True)
+        assert exchange.reader is not None  # the call's answer stream is read by a task of the session
+        waiting = asyncio.ensure_future(exchange.next(WAIT))
+        await asyncio.sleep(0)
+        elicit = {"jsonrpc": "2.0", "id": 41, "method": "elicitation/create", "params": {"message": "city?"}}
+        backend.get_events.put_nowait(sse(elicit))
+        assert await waiting == ServerRequest(41, "elicitation/create", {"message": "city?"})
+        backend.call_events.put_nowait(ANSWER)
+        backend.call_events.put_nowait(None)
+        assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
+        await exchange.aclose()
+    session.attach(None)
+
+
+async def test_pass_through_answers_reuse_the_backend_connection(
+    backend: FakeBackend, session: StreamableHttpSession
+) -> None:
+    """Each answered stream is drained by its reader and gives its connection back: the calls
+    share one or two connections (the standalone stream holds one of its own)."""
+    calls = 10
+    for _ in range(calls):
+        async with asyncio.timeout(WAIT):
+            exchange = await session.start("tools/call", {"name": "t", "arguments": {}}, {}, owner=True)
+            backend.call_events.put_nowait(ANSWER)
+            backend.call_events.put_nowait(None)
+            assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
+            await exchange.aclose()  # the reader drains the stream's end and is awaited
+    assert backend.calls == calls
+    assert len(backend.peers) < calls // 2, f"{len(backend.peers)} connections for {calls} calls"
+
+
+async def test_closing_the_session_ends_its_readers_and_fails_the_call_still_waiting(backend: FakeBackend) -> None:
+    async with aiohttp.ClientSession() as http, asyncio.timeout(WAIT):
+        async with unopened(http, backend) as session:
+            exchange = await session.start("tools/call", {"name": "t", "arguments": {}}, {})
+            reader = exchange.reader
+            assert reader is not None
+            waiting = asyncio.ensure_future(exchange.next(WAIT))
+            await asyncio.sleep(0)
+        backend.get_events.put_nowait(None)
+        assert reader.done()
+        with pytest.raises(BackendUnavailable) as failure:
+            await waiting
+        assert failure.value.reason == "stream_closed"
+        assert session.broken
+        assert not legacy_tasks()
+
+
+STDIO_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    result = {}
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {},
+                  "serverInfo": {"name": "echo", "version": "0"}}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def legacy_tasks() -> list[asyncio.Task[Any]]:
+    return [task for task in asyncio.all_tasks() if task.get_name().startswith("legacy")]
+
+
+async def test_a_stdio_session_owns_its_process_and_its_pipe_readers(tmp_path: Path) -> None:
+    script = tmp_path / "echo_server.py"
+    script.write_text(STDIO_SERVER, encoding="utf-8")
+    session = StdioSession([sys.executable, str(script)], capabilities={}, timeout=WAIT, connect_timeout=WAIT)
+    async with asyncio.timeout(WAIT):
+        async with session:
+            assert {task.get_name() for task in legacy_tasks()} == {"legacy-stdio-stdout", "legacy-stdio-stderr"}
+            exchange = await session.start("tools/list", {}, {})
+            assert await exchange.next(WAIT) == FinalResponse(result={})
+            pid = session.pid
+        assert not legacy_tasks()
+        assert session.broken
+        assert session.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid or 0, 0)
