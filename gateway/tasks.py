@@ -10,12 +10,16 @@ into it has stopped (:mod:`gateway.app`).
 
 Not :class:`asyncio.TaskGroup`: that one cancels every sibling when one task fails, and must be
 entered and left by one task, while an aiohttp cleanup context starts in one task and ends in another.
+Used as ``async with TaskGroup(name) as tasks:``, the group is owned by the block: leaving it ends
+every task (:meth:`aclose`), so work that lives exactly as long as a block (a reaper, a watcher, the
+event-loop lag probe) is spawned into it and needs no cancel-and-await of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -34,6 +38,14 @@ class TaskGroup:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    async def __aenter__(self) -> TaskGroup:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
     def spawn(self, coro: Coroutine[Any, Any, None], *, name: str | None = None) -> asyncio.Task[None]:
         """Run ``coro`` in the background, owned by this group until it ends.
 
@@ -44,7 +56,8 @@ class TaskGroup:
         self._tasks.add(task)
         task.add_done_callback(self._done)
         if self._closed:
-            task.cancel()
+            # Not task.cancel() at once: a task cancelled before its first step never runs a line.
+            asyncio.get_running_loop().call_soon(task.cancel)
         return task
 
     def _done(self, task: asyncio.Task[None]) -> None:

@@ -17,12 +17,12 @@ from gateway.errors import GatewayError, Overloaded
 from gateway.frontdoor.classify import Rejection
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import record_of
-from gateway.turns import LOOP_HOLD_SECONDS, give_turn
+from gateway.turns import LOOP_HOLD_SECONDS
 
 
 def json_response(
     message: Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None
-) -> web.Response:
+) -> web.StreamResponse:
     return body_response(envelopes.encode(message), status, headers)
 
 
@@ -34,54 +34,53 @@ _JSON_ONLY: Final = CIMultiDictProxy(CIMultiDict({hdrs.CONTENT_TYPE: "applicatio
 """The headers of most answers, built once (aiohttp copies them into each response)."""
 
 
-def body_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+def body_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.StreamResponse:
     """An encoded JSON-RPC message as the HTTP response (what :func:`json_response` writes)."""
-    response_class = SlicedResponse if len(body) > WRITE_SLICE_BYTES else web.Response
+    if len(body) > WRITE_SLICE_BYTES:
+        return SlicedResponse(body, status, headers)
+    return plain_response(body, status, headers)
+
+
+def plain_response(body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """An encoded JSON-RPC message known to be small (a refusal), written in one step."""
     if not headers:
-        return response_class(body=body, status=status, headers=_JSON_ONLY)
-    return response_class(body=body, status=status, content_type="application/json", headers=dict(headers))
+        return web.Response(body=body, status=status, headers=_JSON_ONLY)
+    return web.Response(body=body, status=status, content_type="application/json", headers=dict(headers))
 
 
-class SlicedResponse(web.Response):
-    """A :class:`~aiohttp.web.Response` whose large body leaves in slices: the same status, headers
-    (``Content-Length`` included) and bytes, written as several steps instead of one.
+class SlicedResponse(web.StreamResponse):
+    """A large JSON body written in slices: the status, headers (``Content-Length`` included) and
+    bytes ``web.Response`` would write, as several steps of the event loop instead of one.
 
-    ``web.Response`` hands its whole body to the transport at once: a 4 MiB answer is copied with
-    its headers into one buffer, what the socket does not take at once is copied again, and all of
-    it in one step of the event loop. Here each slice is one ``write`` (a view, not a copy), which
-    waits whenever the transport's buffer is full (aiohttp's flow control), and hands the loop over
-    (:func:`~gateway.turns.give_turn`) once the writing has held it past
-    :data:`~gateway.turns.LOOP_HOLD_SECONDS`. Only POST answers are sliced; anything else (a HEAD,
-    which must not carry the body, a compressed body) is written as ``web.Response`` writes it.
+    ``web.Response`` hands its whole body to the transport in one step: a 4 MiB answer holds the
+    loop for as long as it takes to copy, and every other request (``/healthz``) waits for it.
+    Here :meth:`prepare` sends the headers, then each slice (a view, not a copy) is one ``write``,
+    which waits whenever the transport's buffer is full (aiohttp's flow control), followed by a
+    turn of the loop, so a request that arrived meanwhile waits for one slice at most. aiohttp ends
+    the response (``write_eof``) once the handler's answer is prepared.
     """
 
-    _sliced = False
+    def __init__(self, body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status=status, headers=headers)
+        self.headers[hdrs.CONTENT_TYPE] = "application/json"
+        self.content_length = len(body)
+        self._unwritten: bytes | None = body
 
     async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter | None:
-        self._sliced = request.method == hdrs.METH_POST and not self.compression
-        return await super().prepare(request)
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        body = self.body
-        if not self._sliced or data or not isinstance(body, bytes):
-            await super().write_eof(data)
-            return
-        self._sliced = False  # written once
-        loop = asyncio.get_running_loop()
-        held_since = loop.time()
+        writer = await super().prepare(request)
+        body, self._unwritten = self._unwritten, None  # written once, however often prepare is called
+        if body is None or request.method == hdrs.METH_HEAD:  # a HEAD answer carries no body
+            return writer
         view = memoryview(body)
         for offset in range(0, len(view), WRITE_SLICE_BYTES):
             await self.write(view[offset : offset + WRITE_SLICE_BYTES])
-            if loop.time() - held_since > LOOP_HOLD_SECONDS:
-                await give_turn()
-                held_since = loop.time()
-        await web.StreamResponse.write_eof(self)
+            await asyncio.sleep(0)  # what arrived while the slice was copied is served before the next
+        return writer
 
 
 async def encoded(message: Mapping[str, Any]) -> bytes:
     """``message`` encoded (:func:`gateway.envelopes.encode`), then, if that held the event loop past
-    :data:`~gateway.turns.LOOP_HOLD_SECONDS`, a turn of the loop (:func:`~gateway.turns.give_turn`)
-    before the caller writes it.
+    :data:`~gateway.turns.LOOP_HOLD_SECONDS`, a turn of the loop before the caller writes it.
 
     A multi-MiB result takes milliseconds to encode (4 MiB: about 3 ms) and as long again to hand
     to the socket; with the turn between them other requests (``/healthz``) wait for one of the two,
@@ -91,7 +90,7 @@ async def encoded(message: Mapping[str, Any]) -> bytes:
     started = loop.time()
     body = envelopes.encode(message)
     if loop.time() - started > LOOP_HOLD_SECONDS:
-        await give_turn()
+        await asyncio.sleep(0)
     return body
 
 
@@ -100,10 +99,12 @@ def rejection_response(rejection: Rejection) -> web.Response:
     if rejection.code is None:
         return web.Response(status=rejection.http_status, headers=dict(rejection.headers))
     error = envelopes.error_object(rejection.code, rejection.message, rejection.data)
-    return json_response(envelopes.error(rejection.id, error), rejection.http_status, rejection.headers)
+    return plain_response(
+        envelopes.encode(envelopes.error(rejection.id, error)), rejection.http_status, rejection.headers
+    )
 
 
-def error_response(id_: envelopes.RequestId, exc: GatewayError) -> web.Response:
+def error_response(id_: envelopes.RequestId, exc: GatewayError) -> web.StreamResponse:
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
     return json_response(envelopes.error(id_, exc.to_error()), exc.http_status, headers)
 

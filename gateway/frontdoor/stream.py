@@ -23,6 +23,7 @@ from gateway import envelopes
 from gateway.envelopes import SSE_PING, sse_event
 from gateway.event_stream import KEEPALIVE_SECONDS, open_sse
 from gateway.legacy.session import ServerNotification
+from gateway.tasks import TaskGroup
 
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -47,7 +48,7 @@ class ResponseStream:
         self._enabled = enabled and (progress_token is not None or log_level is not None)
         self._response: web.StreamResponse | None = None
         self._keepalive_every = keepalive
-        self._keepalive: asyncio.Task[None] | None = None
+        self._keepalive: TaskGroup | None = None  # made on commit: a plain JSON answer pings nothing
         self._lock_: asyncio.Lock | None = None  # made when first needed: most answers are plain JSON
         self.forwarded = 0
 
@@ -88,7 +89,8 @@ class ResponseStream:
         if self._response is None:
             response = await open_sse(self._request)
             self._response = response
-            self._keepalive = asyncio.create_task(self._pinger(), name="sse-keepalive")
+            self._keepalive = TaskGroup("sse-keepalive")
+            self._keepalive.spawn(self._pinger(), name="sse-keepalive")
         return self._response
 
     async def _send(self, message: dict[str, Any]) -> None:
@@ -97,12 +99,13 @@ class ResponseStream:
             await response.write(sse_event(message))
 
     async def _pinger(self) -> None:
-        while True:
-            await asyncio.sleep(self._keepalive_every)
-            async with self._lock:
-                if self._response is None:
-                    return
-                await self._response.write(SSE_PING)
+        with contextlib.suppress(ConnectionError):  # the client went away: the answer's own write reports it
+            while True:
+                await asyncio.sleep(self._keepalive_every)
+                async with self._lock:
+                    if self._response is None:
+                        return
+                    await self._response.write(SSE_PING)
 
     async def finish(self, message: bytes) -> web.StreamResponse:
         """Write the final JSON-RPC response as the stream's last event and end it."""
@@ -115,7 +118,5 @@ class ResponseStream:
 
     async def stop_keepalive(self) -> None:
         if self._keepalive is not None:
-            self._keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-                await self._keepalive
+            await self._keepalive.aclose()
             self._keepalive = None

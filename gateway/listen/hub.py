@@ -4,7 +4,8 @@
 all and ``max_per_principal`` per credential; a hub's backend session counts in its route's
 ``max_sessions`` (the pool opens it). When the listener session breaks, every stream of its hub
 ends without a final result, so clients reconnect; on gateway shutdown streams end gracefully with
-the final ``complete`` result. Each hub owns its fan-out task and ends it in :meth:`ListenHub.close`.
+the final ``complete`` result. Each hub owns its fan-out task (a task group of its own) and ends it in
+:meth:`ListenHub.close`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from gateway.errors import GatewayError, Overloaded, UpstreamError
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification, ServerRequest
 from gateway.listen.translate import Listener
+from gateway.tasks import TaskGroup
 from gateway.translate.results import modern_error, server_info_of
 
 HEALTH_CHECK_SECONDS = 1.0
@@ -40,7 +42,8 @@ class ListenHub:
         self._listeners: set[Listener] = set()
         self._uris: Counter[str] = Counter()
         self._lock = asyncio.Lock()
-        self._pump = asyncio.create_task(self._fan_out(), name="listen-fan-out")
+        self._tasks = TaskGroup("listen-fan-out")
+        self._pump = self._tasks.spawn(self._fan_out(), name="listen-fan-out")
         self.closed = False
 
     @property
@@ -109,10 +112,8 @@ class ListenHub:
             final = listener.final_result(server_info) if graceful else None
             with contextlib.suppress(asyncio.QueueFull):
                 listener.queue.put_nowait(final)
-        if asyncio.current_task() is not self._pump:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+        if asyncio.current_task() is not self._pump:  # the pump closes the hub itself when its session breaks
+            await self._tasks.aclose()
         if self._close_session is not None:
             await self._close_session(self.session)  # the pool counts it until then
         else:
@@ -184,13 +185,13 @@ class ListenHubs:
                 listener: Listener = wants(hub.capabilities)
                 try:
                     await hub.add(listener)
-                except BaseException:
+                except BaseException:  # a cancelled join too: a hub nobody joined must not keep its session
                     if hub.listener_count == 0 and self._hubs.get(key) is hub:
                         del self._hubs[key]
                         await hub.close(graceful=False)
                     raise
                 return hub, listener
-        except BaseException:
+        except BaseException:  # a cancelled join too: its admission and lock are given back either way
             self.leave(key)
             self._forget_lock(key)
             raise

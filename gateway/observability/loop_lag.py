@@ -7,18 +7,19 @@ latency shows it only mixed with the backend's time. A task that asks to wake up
 no instrumentation of the code that causes it.
 
 The task is started and stopped by an aiohttp cleanup context (:func:`loop_lag_context`, handed
-what to observe by the app that builds it), so it lives exactly as long as the app and is cancelled
-and awaited on shutdown.
+what to observe by the app that builds it), in a task group the context owns, so it lives exactly
+as long as the app and is cancelled and awaited on shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 from aiohttp import web
+
+from gateway.tasks import TaskGroup
 
 INTERVAL: Final = 0.5
 """Seconds between two measurements: frequent enough to see a stall of a few hundred
@@ -38,10 +39,8 @@ def loop_lag_context(observe: Callable[[float], None]) -> Callable[[web.Applicat
     """A cleanup context in which the measuring task runs while the app does, handing each lag to ``observe``."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(measure(observe), name="event-loop-lag")
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        async with TaskGroup("event-loop-lag") as tasks:
+            tasks.spawn(measure(observe), name="event-loop-lag")
+            yield
 
     return context

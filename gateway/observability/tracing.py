@@ -136,7 +136,7 @@ def _round_span(
     ) as span:
         try:
             yield
-        except BaseException as exc:
+        except BaseException as exc:  # a cancelled round too (its client went away): its span says so
             cancelled = isinstance(exc, asyncio.CancelledError | ConnectionError)
             _error(span, "client_disconnected" if cancelled else type(exc).__qualname__, None)
             raise

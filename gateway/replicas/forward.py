@@ -94,29 +94,27 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
 
 class _SentOnAcknowledgement(BytesPayload):
     """The hop's body; aiohttp writes it once the owner answered ``100 Continue`` (or its final
-    answer), which sets ``acknowledged``."""
+    answer), which lifts the acknowledgement deadline: from then on only the hop's own read timeout
+    applies."""
 
-    def __init__(self, body: bytes, acknowledged: asyncio.Event) -> None:
+    def __init__(self, body: bytes, deadline: asyncio.Timeout) -> None:
         super().__init__(body)
-        self._acknowledged = acknowledged
+        self._deadline = deadline
+
+    def _acknowledged(self) -> None:
+        # Only while the hop still waits for its acknowledgement: not once the deadline has struck (the
+        # hop is being cancelled), nor once the block is left (the owner's answer came first).
+        if self._deadline.when() is not None and not self._deadline.expired():
+            with contextlib.suppress(RuntimeError):  # the block was left already
+                self._deadline.reschedule(None)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
-        self._acknowledged.set()
+        self._acknowledged()
         await super().write(writer)
 
     async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
-        self._acknowledged.set()
+        self._acknowledged()
         await super().write_with_length(writer, content_length)
-
-
-async def _acknowledged_within(post: asyncio.Task[Any], acknowledged: asyncio.Event, seconds: float) -> bool:
-    """Whether the owner acknowledged the hop (or answered, or the request failed) within ``seconds``."""
-    waiter = asyncio.ensure_future(acknowledged.wait())
-    try:
-        await asyncio.wait((post, waiter), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    return post.done() or acknowledged.is_set()
 
 
 class ReplicaHop:
@@ -166,32 +164,27 @@ class ReplicaHop:
         )
         tls = _tls_context(self._config.ca_file) if owner_url.startswith("https://") else None
         forwards = self._metrics.forwards
-        acknowledged = asyncio.Event()
-        post = asyncio.ensure_future(
-            self._http().post(
-                owner_url + path,
-                data=_SentOnAcknowledgement(body, acknowledged),
-                headers=headers,
-                timeout=timeout,
-                allow_redirects=False,
-                ssl=tls or True,
-                expect100=True,
-            )
-        )
+        deadline = asyncio.timeout(self._config.forward_timeout + ACK_MARGIN)
         try:
-            if not await _acknowledged_within(post, acknowledged, self._config.forward_timeout + ACK_MARGIN):
-                log.warning("forward_failed", route=route.name, owner=owner_url, outcome=OWNER_UNRESPONSIVE)
-                raise HoldLost(OWNER_UNRESPONSIVE)
-            upstream = await post
+            # No acknowledgement (nor answer, nor failure) by the deadline: the request is cancelled
+            # and the block raises TimeoutError; the body's first write lifts the deadline.
+            async with deadline:
+                upstream = await self._http().post(
+                    owner_url + path,
+                    data=_SentOnAcknowledgement(body, deadline),
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,
+                    ssl=tls or True,
+                    expect100=True,
+                )
         except CLIENT_FAILURES as exc:
+            if deadline.expired():
+                log.warning("forward_failed", route=route.name, owner=owner_url, outcome=OWNER_UNRESPONSIVE)
+                raise HoldLost(OWNER_UNRESPONSIVE) from None
             outcome = OWNER_UNREACHABLE if never_connected(exc) else OWNER_FAILED
             log.warning("forward_failed", route=route.name, owner=owner_url, outcome=outcome, error=type(exc).__name__)
             raise HoldLost(outcome) from exc
-        finally:
-            if not post.done():  # given up on, or this request was cancelled (its client went away)
-                post.cancel()
-                with contextlib.suppress(asyncio.CancelledError, *CLIENT_FAILURES):
-                    await post
         forwards.labels(route.name, FORWARDED).inc()
 
         def broken(exc: BaseException) -> None:

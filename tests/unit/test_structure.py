@@ -198,6 +198,54 @@ def _broken_rules(name: str, target: str, line: int) -> list[str]:
     return [f"{name}:{line} imports {target}"] if any(broken) else []
 
 
+# Task ownership and catch-alls, read from every file of the package (the demo included): a task is
+# started only by gateway.tasks.TaskGroup, whose owner ends it; a cancellation is never taken back;
+# a catch-all that also catches cancellation says why it must.
+TASK_STARTERS = frozenset({"create_task", "ensure_future"})
+TASK_GROUP_MODULE = Path("tasks.py")
+CORE = Path("calls")
+MAX_CORE_CATCH_ALLS = 1
+
+
+def _sources(root: Path = PACKAGE_ROOT) -> Iterator[tuple[Path, str, ast.Module]]:
+    """(path relative to the package root, text, tree) of every file of the package, the demo included."""
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        yield path.relative_to(root), text, ast.parse(text, filename=str(path))
+
+
+def _named(node: ast.AST) -> str | None:
+    """The name an attribute, a name or an imported name refers to (a call, a reference or an import alike)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return node.name.rpartition(".")[2] if isinstance(node, ast.alias) else None
+
+
+def references_to(names: frozenset[str], root: Path = PACKAGE_ROOT) -> list[str]:
+    """``path:line name`` of every line that calls, passes on or imports something named one of ``names``."""
+    found = {
+        (str(path), node.lineno, named)
+        for path, _, tree in _sources(root)
+        for node in ast.walk(tree)
+        if (named := _named(node)) in names and hasattr(node, "lineno")
+    }
+    return [f"{path}:{line} {name}" for path, line, name in sorted(found)]
+
+
+def catch_alls(root: Path = PACKAGE_ROOT) -> list[tuple[Path, int, bool]]:
+    """(path, line, explained) of every ``except BaseException``; explained: a comment on its line or the next."""
+    found = []
+    for path, text, tree in _sources(root):
+        lines = text.splitlines()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and ast.unparse(node.type or ast.Pass()) == "BaseException":
+                same, after = lines[node.lineno - 1], lines[node.lineno] if node.lineno < len(lines) else ""
+                found.append((path, node.lineno, "#" in same or after.lstrip().startswith("#")))
+    return found
+
+
 @pytest.fixture(scope="module")
 def modules() -> dict[str, Module]:
     return load_modules()
@@ -294,3 +342,65 @@ def test_long_functions_and_modules_are_found(tmp_path: Path) -> None:
     modules = _tree(tmp_path, {"big.py": "def f() -> None:\n" + body + "\n" * 400})
     assert long_functions(modules["gateway.big"]) == ["gateway.big:f (101 lines, line 1)"]
     assert modules["gateway.big"].lines > MAX_MODULE_LINES
+
+
+def test_tasks_are_started_only_by_the_task_group() -> None:
+    started = [site for site in references_to(TASK_STARTERS) if not site.startswith(f"{TASK_GROUP_MODULE}:")]
+    assert not started, "tasks started outside gateway/tasks.py (spawn them into a TaskGroup):\n" + "\n".join(started)
+
+
+def test_no_cancellation_is_taken_back() -> None:
+    taken_back = references_to(frozenset({"uncancel"}))
+    assert not taken_back, "uncancel() in the package:\n" + "\n".join(taken_back)
+
+
+def test_the_core_catches_everything_at_most_once() -> None:
+    core = [f"{path}:{line}" for path, line, _ in catch_alls() if path.parts[0] == CORE.name]
+    assert len(core) <= MAX_CORE_CATCH_ALLS, f"except BaseException in gateway/{CORE}/ ({len(core)}):\n" + "\n".join(
+        core
+    )
+
+
+def test_every_other_catch_all_says_why() -> None:
+    silent = [
+        f"{path}:{line}" for path, line, explained in catch_alls() if path.parts[0] != CORE.name and not explained
+    ]
+    assert not silent, "except BaseException without a comment on its line or the next:\n" + "\n".join(silent)
+
+
+def test_task_starts_uncancels_and_catch_alls_are_found(tmp_path: Path) -> None:
+    root = tmp_path / "gateway"
+    files = {
+        "tasks.py": "import asyncio\nasyncio.get_running_loop().create_task(f())\n",
+        "a.py": (
+            "import asyncio\nfrom asyncio import ensure_future\nensure_future(f())\nt = asyncio.create_task(f())\n"
+            "loop.call_soon(asyncio.ensure_future, f())\n"
+        ),
+        "b.py": "t.uncancel()\n# create_task( in a comment is no call\n",
+        "calls/c.py": (
+            "try:\n    pass\nexcept BaseException:\n    raise\n"
+            "try:\n    pass\nexcept BaseException:  # why\n    raise\n"
+        ),
+        "d.py": (
+            "try:\n    pass\nexcept BaseException:\n    # why, on the next line\n    raise\n"
+            "try:\n    pass\nexcept BaseException as exc:\n    raise\n"
+            "try:\n    pass\nexcept (BaseException, ValueError):\n    raise\n"
+        ),
+    }
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="utf-8")
+    assert references_to(TASK_STARTERS, root) == [
+        "a.py:2 ensure_future",
+        "a.py:3 ensure_future",
+        "a.py:4 create_task",
+        "a.py:5 ensure_future",
+        "tasks.py:2 create_task",
+    ]
+    assert references_to(frozenset({"uncancel"}), root) == ["b.py:1 uncancel"]
+    assert catch_alls(root) == [
+        (Path("calls/c.py"), 3, False),
+        (Path("calls/c.py"), 7, True),
+        (Path("d.py"), 3, True),
+        (Path("d.py"), 8, False),
+    ]
