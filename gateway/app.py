@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 from aiohttp import web
@@ -32,12 +32,11 @@ from gateway import keys, ops
 from gateway.auth import AuthGates, metadata_handler
 from gateway.backend_auth import RouteCredentials, check_secrets
 from gateway.bounded import LruTtlCache
-from gateway.calls import CallContext, CallDriver, RouteRuntime, ToolSchemas
+from gateway.calls import CallContext, CallCore, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
 from gateway.calls.context import TOOL_SCHEMA_TTL
 from gateway.calls.replay import ReplayGuard
 from gateway.calls.replayer import Replayer
-from gateway.calls.rounds import Rounds
 from gateway.config.load import Settings
 from gateway.drain import Drain
 from gateway.errors import BACKEND_CAUSES
@@ -83,7 +82,6 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.DRAIN] = drain
     app[keys.READY] = {"routes": False}
     app[keys.BACKGROUND] = TaskGroup("background")
-    app[keys.EXPIRIES] = TaskGroup("hold-expiry")
     check_secrets(config.routes)  # an unreadable backend secret is a configuration error, named by its path
     door = app[keys.DOOR] = _front_door(app, settings, metrics)
     app[keys.ROUTES] = door.routes
@@ -110,7 +108,7 @@ def build_app(settings: Settings) -> web.Application:
 
 
 def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> FrontDoor:
-    """The core (boundary, holds, driver) and every collaborator of the route handlers."""
+    """The core (boundary, holds, call core) and every collaborator of the route handlers."""
     config = settings.config
     limits = config.limits
 
@@ -141,21 +139,18 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         on_expire=backend.expire_hold,
         on_change=holds_changed,
         observer=metrics.hold_observer(),
-        tasks=app[keys.EXPIRIES],
     )
     drain.watch_holds(registry.__len__)
     metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
     app[keys.HOLDS] = registry
-    rounds = Rounds(backend=backend, registry=registry, boundary=boundary, metrics=metrics)
     replayer = Replayer(
         backend=backend,
-        registry=registry,
         boundary=boundary,
         metrics=metrics,
         guard=ReplayGuard(limits.replay_memory, limits.retry_after),
         state_ttl=config.state.ttl,
     )
-    driver = CallDriver(backend=backend, registry=registry, boundary=boundary, rounds=rounds, replayer=replayer)
+    core = CallCore(backend=backend, registry=registry, boundary=boundary, metrics=metrics, replayer=replayer)
     signer = ForwardSigner(state_keys)
     return FrontDoor(
         settings=settings,
@@ -171,8 +166,8 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
             retry_after=limits.retry_after,
         ),
         boundary=boundary,
-        driver=driver,
-        schemas=ToolSchemas(driver.call),
+        core=core,
+        schemas=ToolSchemas(core.call),
         hop=ReplicaHop(config.replicas, signer, metrics, http),
         drain=drain,
         http=http,
@@ -205,10 +200,10 @@ async def _http_client(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _background_tasks(app: web.Application) -> AsyncIterator[None]:
-    """The background task groups live while the app runs; whatever is left at the end is cancelled
-    and awaited, after the holds have been expired and the pools closed (their work spawns here)."""
+    """The background group lives while the app runs; whatever is left in it at the end is cancelled
+    and awaited, after the holds have been expired and the pools closed: the call core's work that
+    outlives a request (cancelling an abandoned call upstream, answering an expired round) runs here."""
     yield
-    await app[keys.EXPIRIES].aclose()
     await app[keys.BACKGROUND].aclose()
 
 
@@ -239,7 +234,6 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
             route,
             on_change=sessions_changed,
             on_initialize=session_initialized,
-            tasks=app[keys.BACKGROUND],
             starts=starts,
         )
         pool.prewarm()  # stdio: the route's spare processes start (within max_opening and the budget)
@@ -279,7 +273,8 @@ async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:
 
     watcher = KeyFileWatcher(settings.state_keys_file, settings.state_keys, ring.keys.replace, describe)
     app[keys.KEY_WATCHER] = watcher
-    async with _owned_task(watcher.run(settings.config.state.reload_interval), "state-keys-reload"):
+    async with TaskGroup("state-keys-reload") as tasks:
+        tasks.spawn(watcher.run(settings.config.state.reload_interval), name="state-keys-reload")
         yield
 
 
@@ -292,17 +287,6 @@ async def _periodic(name: str, every: float, work: Callable[[], object]) -> Asyn
             await asyncio.sleep(every)
             work()
 
-    async with _owned_task(loop(), name):
+    async with TaskGroup(name) as tasks:
+        tasks.spawn(loop(), name=name)
         yield
-
-
-@contextlib.asynccontextmanager
-async def _owned_task(coro: Awaitable[None], name: str) -> AsyncIterator[None]:
-    task: asyncio.Task[None] = asyncio.ensure_future(coro)
-    task.set_name(name)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -1,7 +1,9 @@
 """The backend half of a call: lease a session, send, answer or cancel server requests, and hand
 the session back — or close it when the backend may still be busy with an abandoned call.
 
-Every function here takes the call's :class:`~gateway.calls.context.CallContext`; failures are
+A request holds a call's session by a :class:`Lease` (``async with backend.lease(...)``), which gives
+it up when the request fails, unless a hold took it over. Every function here takes the call's
+:class:`~gateway.calls.context.CallContext`; failures are
 :class:`~gateway.errors.GatewayError` and are counted in ``mrtr_gateway_backend_errors_total``,
 once per client request (:func:`~gateway.observability.requests.count_backend_error`: the tool-schema
 lookup before a ``tools/call`` and the call itself meeting the same dead backend are one failure).
@@ -11,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway.calls.context import CallContext, Caller, RouteRuntime
-from gateway.calls.request import CallRequest
+from gateway.calls.request import Call, CallRequest
 from gateway.errors import BackendUnavailable, GatewayError, UpstreamError
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
@@ -61,7 +64,7 @@ def _refusal(event: ServerRequest, why: str) -> JsonObj:
 
 
 class Backend:
-    """Backend operations of the call driver, with the metrics they report to.
+    """Backend operations of the call core, with the metrics they report to.
 
     Work that outlives the request that caused it (cancelling an abandoned call, answering an
     expired round) runs in ``tasks``, the group the application owns and ends at shutdown."""
@@ -70,9 +73,10 @@ class Backend:
         self._metrics = metrics
         self._tasks = tasks
 
-    async def lease(
+    async def acquire(
         self, route: RouteRuntime, caller: Caller, normalized: JsonObj, *, exclusive: bool
     ) -> PooledSession:
+        """A session of the route's pool for ``caller`` (exclusively for an interactive call)."""
         key = route.pool.key_for(caller.session_identity, normalized)
         try:
             return await route.pool.lease(key, normalized, caller.forward_headers, exclusive=exclusive)
@@ -80,33 +84,14 @@ class Backend:
             count_backend_error(self._metrics, route.name, exc.reason)
             raise
 
-    async def prepare(
-        self, route: RouteRuntime, request: CallRequest, caller: Caller, normalized: JsonObj, *, exclusive: bool
-    ) -> CallContext:
-        """Lease (exclusively for an interactive call) a session for ``request``, not sent yet."""
-        pooled = await self.lease(route, caller, normalized, exclusive=exclusive)
-        return CallContext(
-            route=route,
-            pooled=pooled,
-            exchange=None,
-            normalized_caps=normalized,
-            headers=caller.forward_headers,
-            backend_method=request.method,
-            backend_params=results.legacy_params(request.params),
-            exclusive=exclusive,
-        )
+    def lease(self, call: Call, *, exclusive: bool) -> Lease:
+        """``async with backend.lease(call, exclusive=...) as lease:`` — a session for ``call``, not
+        sent yet, given up if the block fails (:class:`Lease`)."""
+        return Lease(self, call=call, exclusive=exclusive)
 
-    async def begin(
-        self, route: RouteRuntime, request: CallRequest, caller: Caller, normalized: JsonObj, *, exclusive: bool
-    ) -> tuple[CallContext, Exchange]:
-        """Lease (exclusively for an interactive call) and send ``request``."""
-        ctx = await self.prepare(route, request, caller, normalized, exclusive=exclusive)
-        try:
-            exchange = await self.send(ctx, ctx.backend_method, ctx.backend_params)
-        except BaseException:
-            self.discard(ctx)
-            raise
-        return ctx, exchange
+    def reclaim(self, ctx: CallContext) -> Lease:
+        """The lease of a held call, taken back by the retry that resumes it."""
+        return Lease(self, ctx)
 
     async def send(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
         """Start ``method`` on the leased session, re-initializing once if the session expired.
@@ -114,16 +99,12 @@ class Backend:
         An exclusive lease owns the session from before the request leaves (``owner=True``); the
         exchange becomes the call's (``ctx.exchange``). With tracing on, the exchange's CLIENT span
         starts here, its context goes upstream, and it ends with the lease
-        (:mod:`gateway.observability.tracing`).
+        (:mod:`gateway.observability.tracing`; a failed send ends it when its lease fails).
         """
         ctx.end_span()  # a url-mode call sent again after consent: a new exchange, a new span
         backend = ctx.route.config.backend
         ctx.span = tracing.backend_span(method, params, ctx.route.name, backend.transport, ctx.session.protocol_version)
-        try:
-            ctx.exchange = await self._start(ctx, method, params)
-        except BaseException as exc:
-            ctx.end_span(tracing.error_type(exc))
-            raise
+        ctx.exchange = await self._start(ctx, method, params)
         tracing.sent(ctx.span, ctx.exchange.request_id)
         return ctx.exchange
 
@@ -387,3 +368,79 @@ class Backend:
             self.release(ctx)
             return
         await self.unblock(ctx, list(hold.pending.values()))
+
+
+class Lease:
+    """One request's claim on a call's backend session: ``async with backend.lease(call, ...) as lease``.
+
+    Leaving the block by an exception gives the session up — discarded, the backend's work
+    cancelled when the exception calls for it (:meth:`Backend.failed`) — and drops the hold the
+    request had claimed (:meth:`claim`): the one place a failed call lets its session go. A lease
+    handed over (:meth:`hand_over`) to what outlives the request (a hold waiting for the client's
+    retry, or the expiry that answers the backend for it) is left alone: its new owner ends it.
+    A lease the call ended itself (released, finished) has nothing left to give up."""
+
+    __slots__ = ("_backend", "_call", "_claimed", "_ctx", "_exclusive", "cancel", "owner")
+
+    def __init__(
+        self, backend: Backend, ctx: CallContext | None = None, *, call: Call | None = None, exclusive: bool = True
+    ) -> None:
+        self._backend = backend
+        self._call = call
+        self._exclusive = exclusive
+        self._claimed: Callable[[], None] | None = None
+        self._ctx = ctx
+        self.owner: object | None = None
+        """Who took the session over (:meth:`hand_over`); None while it is this request's."""
+        self.cancel: str | None = None
+        """Why the backend's work is cancelled when the block fails with an exception that names no reason."""
+
+    @property
+    def ctx(self) -> CallContext:
+        assert self._ctx is not None, "the lease has no session before it is acquired"
+        return self._ctx
+
+    async def acquire(self) -> CallContext:
+        """Lease the session (once; ``async with`` does it when nobody did before)."""
+        if self._ctx is None:
+            call = self._call
+            assert call is not None
+            normalized = caps.normalize(call.request.client_capabilities)
+            pooled = await self._backend.acquire(call.route, call.caller, normalized, exclusive=self._exclusive)
+            self._ctx = CallContext(
+                route=call.route,
+                pooled=pooled,
+                exchange=None,
+                normalized_caps=normalized,
+                headers=call.caller.forward_headers,
+                backend_method=call.request.method,
+                backend_params=results.legacy_params(call.request.params),
+                exclusive=self._exclusive,
+            )
+        return self._ctx
+
+    async def __aenter__(self) -> Lease:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None or self.owner is not None:
+            return
+        if self._claimed is not None:
+            self._claimed()
+        self._backend.failed(self.ctx, exc, cancel=self.cancel)
+
+    async def send(self) -> Exchange:
+        """Send the call upstream (again, after a url-mode consent)."""
+        ctx = self.ctx
+        return await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
+
+    def claim(self, drop: Callable[[], None]) -> None:
+        """This request holds a claimed hold of the call: ``drop`` removes it if the block fails."""
+        self._claimed = drop
+
+    def hand_over(self, owner: object) -> None:
+        """``owner`` takes the session over and ends it (a hold, the expiry answering the backend; a
+        background task, one day): leaving the block no longer gives it up."""
+        self.owner = owner
+        self._claimed = None

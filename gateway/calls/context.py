@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.backend_auth import BackendCredential, OutboundHeaders, RouteCredentials
 from gateway.bounded import LruTtlCache
-from gateway.calls.replay import Carry
+from gateway.calls.replay import Carry, Step
 from gateway.config.model import RouteConfig
 from gateway.legacy.pool import LegacySession, PooledSession, SessionPool
 from gateway.legacy.session import Exchange, JsonObj
@@ -65,7 +65,7 @@ class CallContext:
     backend_method: str
     backend_params: JsonObj
     exclusive: bool = True  # an interactive call's lease; plain calls share sessions
-    replayed: list[JsonObj] = field(default_factory=list)  # log entries answered by a replay
+    replayed: list[Step] = field(default_factory=list)  # transcript steps a replay answered
     reissue: bool = False  # url-mode hold: re-send the call after the client's consent
     replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
     released: bool = False

@@ -1,8 +1,9 @@
 """Replay of a lost hold: what may be replayed, and the transcript that answers it.
 
 A route with ``holds.on_lost: replay`` seals, into every round's requestState, the transcript of
-the call's server requests: ``{"m": method, "k": key, "d": digest, "n": group, "r": answer}``
-(``r`` None for the round still waiting). When the hold is provably gone, another replica runs the
+the call's server requests, one :class:`Step` each, sealed as
+``{"m": method, "k": key, "d": digest, "n": group, "r": answer}`` (``r`` None for the round still
+waiting; :meth:`Step.to_wire`, :meth:`Step.from_wire`). When the hold is provably gone, another replica runs the
 call again and answers the new run's server requests from that transcript. Three rules keep this
 from doing harm:
 
@@ -11,7 +12,7 @@ from doing harm:
    answered only by a recorded answer with the same digest, from the same round (order within a
    round may differ between runs). The first request that matches nothing ends the replay: it,
    and whatever follows, becomes a normal round for the client.
-2. **Replay only a lost hold, once.** The decision is the driver's (it knows who the owner is and
+2. **Replay only a lost hold, once.** The decision is the call core's (it knows who the owner is and
    whether it is gone); :class:`ReplayGuard` makes sure one replica runs a given hold's replay at
    most once, remembering the hold id until no token of that call can still be valid.
 3. **Keys stay stable.** A recorded question asked again keeps its key, and new questions are
@@ -39,15 +40,35 @@ DEFAULT_MEMORY = 100_000
 """Replay tokens remembered per replica (about 100 bytes each)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Step:
-    """One recorded server request and, when known, its answer."""
+    """One server request of a call and, once the client gave it, its answer: a hold records one per
+    question it asks (:meth:`~gateway.holds.registry.Hold.ask`), and a replay meets them again."""
 
     method: str
     key: str
     digest: str | None  # None for a transcript sealed before digests existed: never matches
     group: int
-    answer: JsonObj | None
+    answer: JsonObj | None  # set when the client answers (:meth:`~gateway.holds.registry.Hold.take_answer`)
+
+    def to_wire(self) -> JsonObj:
+        """The step as it is sealed into a requestState: ``{"m", "k", "d", "n", "r"}``, in that order."""
+        return {"m": self.method, "k": self.key, "d": self.digest, "n": self.group, "r": self.answer}
+
+    @classmethod
+    def from_wire(cls, entry: Any) -> Step | None:
+        """A sealed step (None for an entry that is not an object); fields of the wrong type read as
+        unknown: no digest (never matches), group 0, no answer."""
+        if not isinstance(entry, Mapping):
+            return None
+        raw_digest, raw_group, raw_answer = entry.get("d"), entry.get("n"), entry.get("r")
+        return cls(
+            str(entry.get("m")),
+            str(entry.get("k")),
+            raw_digest if isinstance(raw_digest, str) else None,
+            raw_group if isinstance(raw_group, int) else 0,
+            raw_answer if isinstance(raw_answer, dict) else None,
+        )
 
 
 def _key_number(key: str) -> int:
@@ -59,19 +80,16 @@ def plan(entries: Sequence[Any], responses: Mapping[str, Any]) -> list[Step]:
     """The transcript as steps; the waiting round's answers come from this retry's ``inputResponses``."""
     steps: list[Step] = []
     for entry in entries:
-        if not isinstance(entry, Mapping):
+        step = Step.from_wire(entry)
+        if step is None:
             continue
-        method, key = str(entry.get("m")), str(entry.get("k"))
-        raw_digest, raw_group, raw_answer = entry.get("d"), entry.get("n"), entry.get("r")
-        digest = raw_digest if isinstance(raw_digest, str) else None
-        group = raw_group if isinstance(raw_group, int) else 0
-        answer = raw_answer if isinstance(raw_answer, dict) else None
-        if answer is None and key in responses:
+        key = step.key
+        if step.answer is None and key in responses:
             try:
-                answer = inputs.check_response(method, responses[key])
+                step.answer = inputs.check_response(step.method, responses[key])
             except inputs.MalformedInputResponse as exc:
                 raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
-        steps.append(Step(method, key, digest, group, answer))
+        steps.append(step)
     return steps
 
 

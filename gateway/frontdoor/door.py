@@ -16,7 +16,7 @@ from aiohttp import web
 
 from gateway.auth import AuthGates
 from gateway.backend_auth import OutboundHeaders
-from gateway.calls import CallDriver, Caller, RouteRuntime, ToolSchemas
+from gateway.calls import CallCore, Caller, RouteRuntime, ToolSchemas
 from gateway.config.load import Settings
 from gateway.drain import Drain
 from gateway.frontdoor.legacy_ids import LegacySessionIds
@@ -42,7 +42,7 @@ class FrontDoor:
     legacy_ids: LegacySessionIds
     hubs: ListenHubs
     boundary: RequestStateBoundary
-    driver: CallDriver
+    core: CallCore
     schemas: ToolSchemas
     hop: ReplicaHop
     drain: Drain

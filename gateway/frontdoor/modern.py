@@ -3,7 +3,7 @@
 ``subscriptions/listen`` becomes a long-lived SSE stream (:mod:`gateway.listen`). Everything else
 becomes a :class:`~gateway.calls.request.Call`. A retry's requestState is opened here, before the
 core runs (:class:`~gateway.state.boundary.RequestStateBoundary`): a call this replica holds is
-resumed by the driver; a call another replica holds is forwarded to it over the authenticated hop
+resumed by the call core; a call another replica holds is forwarded to it over the authenticated hop
 (:mod:`gateway.replicas.forward`), or — when that replica is provably gone — replayed or answered as
 lost, by the route's policy. The answer is one JSON response, or an SSE stream when notifications
 were asked for and sent first (:class:`~gateway.frontdoor.stream.ResponseStream`).
@@ -22,7 +22,6 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 from gateway import envelopes
 from gateway.calls import Call, CallRequest, RouteRuntime
 from gateway.errors import GatewayError, HoldLost, InvalidParams
-from gateway.frontdoor import upstream_errors
 from gateway.frontdoor.classify import Accepted, Rejection
 from gateway.frontdoor.door import FrontDoor, Inbound
 from gateway.frontdoor.headers import check_param_headers
@@ -82,9 +81,7 @@ async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.St
             answer = await _answer(door, inbound, outcome, call)
             if isinstance(answer, web.StreamResponse):
                 return answer  # the owner replica answered, through us
-            await upstream_errors.check_tool_result(door.driver, call, answer)
-        except GatewayError as raised:
-            exc = await upstream_errors.refine_error(door.driver, call, raised)
+        except GatewayError as exc:
             return await _failed(door, inbound, outcome, stream, exc)
         if outcome.method in PAGINATED_METHODS:
             answer = _wrap_cursor(door, route, outcome.method, answer)
@@ -100,16 +97,16 @@ async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.St
 
 
 async def _answer(door: FrontDoor, inbound: Inbound, outcome: Accepted, call: Call) -> JsonObj | web.StreamResponse:
-    """A new call goes to the driver; a retry's state is opened first, and the owner of its hold decides."""
+    """A new call goes to the call core; a retry's state is opened first, and the owner of its hold decides."""
     request = call.request
     if request.method not in INPUT_REQUIRED_METHODS or request.request_state is None:
-        return await door.driver.call(call)
+        return await door.core.call(call)
     claims = door.boundary.open(call.route.name, request.method, request.params, call.caller.principal)
     # This request is the call's round trip number claims.round + 1 (the first call was 1).
     record_of(inbound.request).held(claims.hold_id, claims.round + 1)
     tracing.retry_of(claims.round + 1, door.boundary.trace_link(claims))
     if door.boundary.owned_here(claims):
-        return await door.driver.resume(call, claims)
+        return await door.core.resume(call, claims)
     return await _elsewhere(door, inbound, outcome, call, claims)
 
 
@@ -120,19 +117,19 @@ async def _elsewhere(
     owner_url = door.boundary.owner_url(claims)
     if owner_url is None:
         # deny-on-error: an owner with no known address may well be alive and holding the call.
-        return await door.driver.replay_or_lost(call, claims, proven=False)
+        return await door.core.replay_or_lost(call, claims, proven=False)
     if inbound.forwarded:
         # Forwarded here because this is the owner's address, yet another replica answers at it:
         # the owner is gone. A hop that reached any other address proves nothing.
         moved = door.boundary.advertise_url is not None and owner_url == door.boundary.advertise_url
-        return await door.driver.replay_or_lost(call, claims, proven=moved)
+        return await door.core.replay_or_lost(call, claims, proven=moved)
     try:
         forwarded = await door.hop.forward(
             inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id
         )
     except HoldLost as lost:
         # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).
-        return await door.driver.replay_or_lost(call, claims, proven=lost.reason == OWNER_UNREACHABLE, lost=lost)
+        return await door.core.replay_or_lost(call, claims, proven=lost.reason == OWNER_UNREACHABLE, lost=lost)
     record = record_of(inbound.request)
     record.outcome, record.backend_status = "forwarded", forwarded.status
     return forwarded

@@ -27,7 +27,16 @@ from typing import Any, Generic, Protocol, TypeVar
 from gateway.errors import HoldLimitReached, Overloaded
 from gateway.tasks import TaskGroup
 
-__all__ = ["HeldCall", "Hold", "HoldLimitReached", "HoldObserver", "HoldRegistry", "Pending", "RefusedHold"]
+__all__ = [
+    "HeldCall",
+    "Hold",
+    "HoldLimitReached",
+    "HoldObserver",
+    "HoldRegistry",
+    "Pending",
+    "Recorded",
+    "RefusedHold",
+]
 
 JsonObj = dict[str, Any]
 
@@ -55,6 +64,18 @@ class HeldCall(Protocol):
 C = TypeVar("C", bound=HeldCall)
 
 
+class Recorded(Protocol):
+    """One question of the call as a replay would meet it again (:class:`gateway.calls.replay.Step`)."""
+
+    key: str
+    group: int
+    answer: JsonObj | None
+
+    def to_wire(self) -> JsonObj:
+        """The question as a requestState seals it."""
+        ...
+
+
 @dataclass(eq=False)
 class Hold(Generic[C]):
     id: str
@@ -70,10 +91,9 @@ class Hold(Generic[C]):
     """Round of the currently outstanding requestState (0 until the first is sealed)."""
     counter: int = 0
     busy: bool = False
-    log: list[JsonObj] = field(default_factory=list)
-    """Every server request of the call in arrival order, ``{"m": method, "k": key, "d": digest,
-    "n": round group, "r": answer}`` (``r`` None while unanswered): sealed into the state of routes
-    that may replay a lost hold (:mod:`gateway.calls.replay`)."""
+    log: list[Recorded] = field(default_factory=list)
+    """Every server request of the call in arrival order, with its answer once given: sealed into
+    the state of routes that may replay a lost hold (:mod:`gateway.calls.replay`)."""
     not_after: float = math.inf
     """Absolute deadline of the whole call (monotonic seconds): no retry re-arms the TTL past it."""
     max_rounds: int = 0
@@ -84,6 +104,31 @@ class Hold(Generic[C]):
     def next_key(self, prefix_fn: Callable[[str, int], str], method: str) -> str:
         self.counter += 1
         return prefix_fn(method, self.counter)
+
+    def next_group(self) -> int:
+        """The round group of the questions asked next (one past every recorded one)."""
+        return max((step.group for step in self.log), default=0) + 1
+
+    def ask(self, key: str, question: Pending, record: Recorded | None = None) -> None:
+        """Put ``question`` to the client under ``key`` in the round being opened; ``record`` it for a
+        replay when given."""
+        self.pending[key] = question
+        if record is not None:
+            self.log.append(record)
+
+    def take_answer(self, key: str, answer: JsonObj) -> Pending:
+        """The client answered ``key``: the question leaves the round, its answer is recorded."""
+        question = self.pending.pop(key)
+        for step in self.log:
+            if step.key == key:
+                step.answer = answer
+        return question
+
+    def next_round(self, deadline: float) -> None:
+        """Open the next round: the old round's state stops being current; its TTL runs to ``deadline``."""
+        self.round += 1
+        self.asked_at = time.monotonic()
+        self.deadline = deadline
 
 
 class HoldObserver(Protocol):
@@ -113,7 +158,6 @@ class HoldRegistry(Generic[C]):
         on_expire: Callable[[Hold[C]], Awaitable[None]],
         on_change: Callable[[int], None] | None = None,
         observer: HoldObserver | None = None,
-        tasks: TaskGroup | None = None,
     ) -> None:
         self._holds: dict[str, Hold[C]] = {}
         self._per_principal: Counter[str] = Counter()
@@ -125,8 +169,8 @@ class HoldRegistry(Generic[C]):
         self._on_expire = on_expire
         self._on_change = on_change
         self._observer = observer
-        # Expiries run in the background, owned by the group the application ends at shutdown.
-        self._expiring = tasks or TaskGroup("hold-expiry")
+        self._expiring = TaskGroup("hold-expiry")
+        """Expiries answering their backends in the background: ended by :meth:`close`."""
 
     def __len__(self) -> int:
         return len(self._holds)
@@ -188,9 +232,9 @@ class HoldRegistry(Generic[C]):
             self._end(hold)
             raise HoldLimitReached("call_deadline", "The call ran past its deadline for input")
         if next_round:
-            hold.round += 1
-            hold.asked_at = time.monotonic()
-        hold.deadline = min(deadline, hold.not_after)
+            hold.next_round(min(deadline, hold.not_after))
+        else:
+            hold.deadline = min(deadline, hold.not_after)
         hold.busy = False
 
     def _end(self, hold: Hold[C]) -> None:
@@ -226,7 +270,8 @@ class HoldRegistry(Generic[C]):
         return len(doomed)
 
     async def close(self) -> None:
-        """Expire every hold now (shutdown) and wait for the backends to be answered."""
+        """Expire every hold now (shutdown), wait for the backends to be answered, and end the group."""
         for hold in list(self._holds.values()):
             self._end(hold)
         await self._expiring.wait()
+        await self._expiring.aclose()

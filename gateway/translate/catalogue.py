@@ -6,8 +6,8 @@ turns into -32603) and an unknown tool with an ``isError`` tool result. The spec
 for all of them (server/tools.mdx, server/prompts.mdx and server/resources.mdx §Error Handling).
 The backend's listings decide, not its wording: a tool or prompt name it does not list, a URI
 that is neither a listed resource nor matches a listed template, or a prompt called without an
-argument its listing marks ``required`` is the client's invalid params. The front door asks for the
-listings only after the backend has already failed the call (:mod:`gateway.frontdoor.upstream_errors`).
+argument its listing marks ``required`` is the client's invalid params. The call core asks for the
+listings only after the backend has already failed the call (:mod:`gateway.calls.catalogue`).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def modern_error(error: Mapping[str, Any]) -> JsonObj:
     for any exception, unknown resources and prompts included) or an application's own code mean
     nothing the client can rely on. Whether a -32603 from a backend was really the client's
     invalid params (an unknown prompt, say) is decided with the backend's listings by
-    :mod:`gateway.frontdoor.upstream_errors`.
+    :mod:`gateway.calls.catalogue`.
     """
     code = error.get("code")
     code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR

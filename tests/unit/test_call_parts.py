@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.calls import Call, CallContext, Caller, CallRequest, RouteRuntime, ToolSchemas
-from gateway.calls.replay import ReplayGuard
+from gateway.calls import Call, CallContext, CallCore, Caller, CallRequest, RouteRuntime, ToolSchemas, rounds
+from gateway.calls.backend import Lease
+from gateway.calls.replay import ReplayGuard, Step, plan
 from gateway.calls.replayer import Replayer
-from gateway.calls.rounds import Rounds
 from gateway.config.load import parse_config
 from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
 from gateway.holds.registry import Hold, HoldRegistry, Pending
@@ -103,14 +103,6 @@ async def test_a_failed_tool_listing_is_not_cached_and_lets_the_call_through() -
 # -- rounds --------------------------------------------------------------------------------------
 
 
-class _Backend:
-    def __init__(self) -> None:
-        self.released: list[CallContext] = []
-
-    def release(self, ctx: CallContext) -> None:
-        self.released.append(ctx)
-
-
 def _held(registry: HoldRegistry[Any], context: Any) -> Hold[Any]:
     hold: Hold[Any] = Hold(
         id=registry.new_id(),
@@ -128,43 +120,118 @@ def _held(registry: HoldRegistry[Any], context: Any) -> Hold[Any]:
     return registry.take(hold.id, 0)
 
 
-def _rounds(registry: HoldRegistry[Any], backend: _Backend) -> Rounds:
-    return Rounds(backend=cast(Any, backend), registry=registry, boundary=_boundary(), metrics=Metrics())
-
-
 async def _never(_hold: Any) -> None: ...
 
 
 def test_answers_are_checked_per_request_kind_and_unknown_keys_ignored() -> None:
     registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
     hold = _held(registry, object())
-    rounds = _rounds(registry, _Backend())
-    answers = rounds.answers(hold, {"elicit-1": {"action": "decline"}, "other": {"x": 1}})
+    answers = rounds.checked_answers(hold, {"elicit-1": {"action": "decline"}, "other": {"x": 1}})
     assert answers == {"elicit-1": {"action": "decline"}}
     assert hold.busy, "a valid retry keeps its claim"
 
 
-def test_a_malformed_answer_releases_the_claim_so_the_round_can_be_retried() -> None:
+async def test_a_malformed_answer_releases_the_claim_so_the_round_can_be_retried() -> None:
     registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    boundary = _boundary()
+    core = CallCore(
+        backend=cast(Any, None), registry=registry, boundary=boundary, metrics=Metrics(), replayer=cast(Any, None)
+    )
     hold = _held(registry, object())
-    with pytest.raises(InvalidParams):
-        _rounds(registry, _Backend()).answers(hold, {"elicit-1": {"action": "maybe"}})
+    registry.put_back(hold, next_round=True, deadline=time.monotonic() + 60)
+    call = _call(params={"name": "t", "inputResponses": {"elicit-1": {"action": "maybe"}}})
+    token = boundary.seal(
+        route="r",
+        identity=RequestIdentity.of("tools/call", {"name": "t"}),
+        principal=None,
+        hold_id=hold.id,
+        round_=1,
+        lifetime=60,
+        not_after=time.monotonic() + 300,
+    )
+    claims = boundary.open("r", "tools/call", {"name": "t", "requestState": token}, None)
+    with pytest.raises(InvalidParams) as refused:
+        await core.resume(call, claims)
+    assert refused.value.reason == "bad_input_response"
     assert not hold.busy
-    assert registry.take(hold.id, 0) is hold
+    assert registry.take(hold.id, 1) is hold
+    assert set(hold.pending) == {"elicit-1", "sample-2"}, "nothing taken off the round"
 
 
 def test_url_consent_waits_for_every_answer_and_a_decline_ends_the_call() -> None:
     registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
-    backend = _Backend()
-    context = cast(CallContext, object())
-    hold = _held(registry, context)
-    rounds = _rounds(registry, backend)
-    assert rounds.consented(context, hold, {"elicit-1": {"action": "accept"}}) is False, "one still pending"
-    with pytest.raises(GatewayError) as declined:
-        rounds.consented(context, hold, {"sample-2": {"action": "decline"}})
-    assert declined.value.reason == "url_declined"
-    assert len(registry) == 0
-    assert backend.released == [context]
+    hold = _held(registry, cast(CallContext, object()))
+    assert rounds.consent(hold, {"elicit-1": {"action": "accept"}}) == "waiting", "one still pending"
+    assert rounds.consent(hold, {"sample-2": {"action": "decline"}}) == "declined"
+    assert hold.pending == {}
+
+
+def test_a_hold_takes_an_answer_off_its_round_and_records_it_for_a_replay() -> None:
+    registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
+    hold = _held(registry, object())
+    hold.ask("elicit-3", Pending(9, "elicitation/create", {}), Step("elicitation/create", "elicit-3", "d3", 1, None))
+    assert hold.next_group() == 2
+    question = hold.take_answer("elicit-3", {"action": "accept"})
+    assert (question.backend_id, question.method) == (9, "elicitation/create")
+    assert "elicit-3" not in hold.pending
+    assert [step.to_wire() for step in hold.log] == [
+        {"m": "elicitation/create", "k": "elicit-3", "d": "d3", "n": 1, "r": {"action": "accept"}}
+    ]
+
+
+def test_a_transcript_step_reads_back_what_it_writes_and_tolerates_what_it_never_wrote() -> None:
+    wire = {"m": "sampling/createMessage", "k": "sample-2", "d": "abc", "n": 2, "r": None}
+    step = Step.from_wire(wire)
+    assert step is not None
+    assert list(step.to_wire().items()) == list(wire.items()), "same keys, same order"
+    assert Step.from_wire(["not", "an", "object"]) is None
+    odd = Step.from_wire({"m": "elicitation/create", "k": "elicit-1", "d": 7, "n": "x", "r": "yes"})
+    assert odd == Step("elicitation/create", "elicit-1", None, 0, None)
+    assert plan(
+        [wire, 5], {"sample-2": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}}
+    )[0].answer == {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+
+
+# -- the lease -----------------------------------------------------------------------------------
+
+
+class _Failing:
+    """The backend a lease gives a session up to."""
+
+    def __init__(self) -> None:
+        self.failed_calls: list[tuple[Any, BaseException, str | None]] = []
+
+    def failed(self, ctx: Any, exc: BaseException, *, cancel: str | None = None) -> None:
+        self.failed_calls.append((ctx, exc, cancel))
+
+
+async def _leave(lease: Lease, exc: BaseException, *, dropped: list[str], owner: str | None = None) -> None:
+    async with lease:
+        lease.claim(lambda: dropped.append("hold"))
+        lease.cancel = "why"
+        if owner is not None:
+            lease.hand_over(owner)
+        raise exc
+
+
+async def test_a_lease_left_by_an_exception_gives_its_session_up_and_drops_the_claimed_hold() -> None:
+    backend, dropped = _Failing(), list[str]()
+    boom = asyncio.CancelledError()
+    with pytest.raises(asyncio.CancelledError):
+        await _leave(Lease(cast(Any, backend), cast(CallContext, "ctx")), boom, dropped=dropped)
+    assert backend.failed_calls == [("ctx", boom, "why")]
+    assert dropped == ["hold"]
+
+
+async def test_a_lease_handed_over_or_left_normally_is_not_given_up() -> None:
+    backend, dropped = _Failing(), list[str]()
+    lease = Lease(cast(Any, backend), cast(CallContext, "ctx"))
+    async with lease:
+        lease.claim(lambda: dropped.append("hold"))
+    handed = Lease(cast(Any, backend), cast(CallContext, "ctx"))
+    with pytest.raises(GatewayError):
+        await _leave(handed, GatewayError("limit", reason="max_rounds"), dropped=dropped, owner="the hold")
+    assert (backend.failed_calls, dropped, handed.owner) == ([], [], "the hold")
 
 
 # -- the replay decision -------------------------------------------------------------------------
@@ -176,7 +243,6 @@ async def test_an_owner_not_proven_gone_or_a_route_without_replay_answers_hold_l
     registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
     replayer = Replayer(
         backend=cast(Any, None),
-        registry=registry,
         boundary=_boundary(),
         metrics=metrics,
         guard=ReplayGuard(),
@@ -186,7 +252,7 @@ async def test_an_owner_not_proven_gone_or_a_route_without_replay_answers_hold_l
     claims = _boundary().open("r", "tools/call", {"name": "t", "requestState": _sealed()}, None)
     given = HoldLost("owner_failed")
     with pytest.raises(HoldLost) as lost:
-        await replayer.replay_or_lost(call, claims, proven=proven, lost=given)
+        replayer.start(call, claims, lambda: registry.admit(None), proven=proven, lost=given)
     assert lost.value is given
     assert metrics.state_rejections.labels("owner_elsewhere")._value.get() == 1
 

@@ -1,0 +1,345 @@
+"""The path of one modern call through a legacy backend (docs/architecture.md, "The path of one call").
+
+:class:`CallCore` owns a call from the request that starts it to its final answer:
+
+* plain methods (lists, completion, discover) lease a session, send, and translate the answer;
+* interactive methods (``tools/call``, ``prompts/get``, ``resources/read``) may be paused by
+  server requests: the drive loop gathers them for the route's batch window and opens a round
+  (:mod:`gateway.calls.rounds`): the call is held, its lease handed over to the hold, and the client
+  answered ``input_required`` with the round's sealed requestState;
+* a retry arrives with its requestState already opened by the front door
+  (:class:`~gateway.state.boundary.RequestStateBoundary`); :meth:`CallCore.resume` takes the hold
+  this replica owns back, posts the answers upstream and keeps reading the same exchange. A hold
+  that is provably gone is replayed by the core's replay strategy
+  (:class:`~gateway.calls.replayer.Replayer`) or answered as lost.
+
+Every backend session a request uses is a :class:`~gateway.calls.backend.Lease`, given up in one
+place when the request fails. Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable
+from functools import partial
+
+from mcp_types.jsonrpc import INTERNAL_ERROR, URL_ELICITATION_REQUIRED
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+
+from gateway.calls import rounds
+from gateway.calls.backend import Backend, Lease
+from gateway.calls.catalogue import Catalogue
+from gateway.calls.context import CallContext
+from gateway.calls.replayer import Replayer
+from gateway.calls.request import Call
+from gateway.errors import GatewayError, HoldLost, MissingCapability, UpstreamError
+from gateway.holds.registry import Hold, HoldRegistry, RefusedHold
+from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerNotification, ServerRequest
+from gateway.observability import tracing
+from gateway.observability.metrics import Metrics
+from gateway.state.boundary import RequestStateBoundary
+from gateway.state.claims import Claims, RequestIdentity
+from gateway.translate import capabilities as caps
+from gateway.translate import inputs, results
+
+EXPIRY = "expiry"
+"""The owner of a lease whose round could not open: the hold's expiry answers the backend."""
+
+
+class CallCore:
+    """The call lifecycle of one replica: dispatch, the drive loop, rounds, resume; replay is its strategy."""
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        registry: HoldRegistry[CallContext],
+        boundary: RequestStateBoundary,
+        metrics: Metrics,
+        replayer: Replayer,
+    ) -> None:
+        self._backend = backend
+        self._registry = registry
+        self._boundary = boundary
+        self._metrics = metrics
+        self._replayer = replayer
+        self._catalogue = Catalogue(self._plain)
+
+    # -- entry points -----------------------------------------------------------------------
+
+    async def call(self, call: Call) -> JsonObj:
+        """Answer a new request (not a retry) with a modern result, or raise GatewayError."""
+        return await self._checked(call, self._call(call))
+
+    async def resume(self, call: Call, claims: Claims) -> JsonObj:
+        """Continue the held call ``claims`` names, which this replica owns, with the retry's answers."""
+        return await self._checked(call, self._resume(call, claims))
+
+    async def replay_or_lost(
+        self, call: Call, claims: Claims, *, proven: bool, lost: HoldLost | None = None
+    ) -> JsonObj:
+        """The retry's hold is not here and its owner cannot serve it: replay it on a fresh session
+        and go on as a normal call, or answer ``lost`` (:meth:`~gateway.calls.replayer.Replayer.start`)."""
+        return await self._checked(call, self._replay_or_lost(call, claims, proven=proven, lost=lost))
+
+    async def _checked(self, call: Call, answering: Awaitable[JsonObj]) -> JsonObj:
+        """The call's answer; a failure the backend's listings show was the client's naming something
+        unknown becomes its -32602, within the same call (:mod:`gateway.calls.catalogue`)."""
+        try:
+            answer = await answering
+        except UpstreamError as exc:
+            refined = await self._catalogue.refine(call, exc)
+            if refined is exc:
+                raise
+            raise refined from exc
+        await self._catalogue.check_tool_result(call, answer)
+        return answer
+
+    async def _call(self, call: Call) -> JsonObj:
+        method = call.request.method
+        if method == "server/discover":
+            return await self._discover(call)
+        if method in INPUT_REQUIRED_METHODS:
+            self._admit(call)
+            async with self._backend.lease(call, exclusive=True) as lease:
+                return await self._send_after_early_rounds(lease, call, None)
+        return await self._plain(call)
+
+    async def _resume(self, call: Call, claims: Claims) -> JsonObj:
+        try:
+            hold = self._registry.take(claims.hold_id, claims.round)
+        except RefusedHold as exc:
+            if exc.reason == "hold_unknown" and self._boundary.sealed_before_restart(claims):
+                # Sealed by this replica id in an earlier life: the hold died in the restart.
+                return await self._replay_or_lost(call, claims, proven=True)
+            self._boundary.reject(call.route.name, exc.reason)
+        try:
+            answers = rounds.checked_answers(hold, call.request.input_responses)
+        except GatewayError:
+            # Nothing reached the backend: the same round's state stays valid for a corrected retry.
+            self._registry.release_claim(hold)
+            raise
+        async with self._backend.reclaim(hold.context) as lease:
+            lease.claim(partial(self._registry.remove, hold))
+            ctx = lease.ctx
+            if ctx.reissue:
+                return await self._after_consent(lease, call, hold, answers)
+            if ctx.exchange is not None:
+                ctx.exchange.backend_turn()  # the backend's answer time (metrics) runs from its answers' sending
+            for key, answer in answers.items():
+                question = hold.take_answer(key, answer)
+                await self._backend.answer_server_request(ctx, question.backend_id, question.method, answer)
+            if hold.pending:
+                # The client answered only part of the round: ask again for what is missing (the
+                # hold keeps the session whether the round opens or not).
+                lease.hand_over(hold)
+                return self._input_required(lease, hold, call)
+            if ctx.exchange is None:
+                return await self._send_after_early_rounds(lease, call, hold)
+            return await self._drive(lease, ctx.exchange, call, hold)
+
+    async def _replay_or_lost(
+        self, call: Call, claims: Claims, *, proven: bool, lost: HoldLost | None = None
+    ) -> JsonObj:
+        transcript = self._replayer.start(call, claims, lambda: self._admit(call), proven=proven, lost=lost)
+        lease = self._backend.lease(call, exclusive=True)
+        await self._replayer.acquire(lease, call, claims, lost)
+        async with lease:
+            recorded = claims.extra["log"]
+            exchange, outcome = await self._replayer.run(lease, call, transcript, len(recorded))
+            if isinstance(outcome, FinalResponse):
+                return self._backend.finish(lease.ctx, call.request, outcome, retry=True)
+            return await self._drive(lease, exchange, call, None, initial=outcome)
+
+    # -- plain methods ----------------------------------------------------------------------
+
+    async def _discover(self, call: Call) -> JsonObj:
+        route = call.route
+        normalized = caps.normalize(call.request.client_capabilities)
+        pooled = await self._backend.acquire(route, call.caller, normalized, exclusive=False)
+        try:
+            init = pooled.session.initialize_result
+        finally:
+            route.pool.release(pooled, exclusive=False)
+        cache = route.config.cache
+        return results.discover_result(init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope)
+
+    async def _plain(self, call: Call) -> JsonObj:
+        route = call.route
+        async with self._backend.lease(call, exclusive=False) as lease:
+            exchange = await lease.send()
+            while True:
+                event = await exchange.next(route.config.backend.timeout)
+                if isinstance(event, FinalResponse):
+                    return self._backend.finish(lease.ctx, call.request, event)
+                if isinstance(event, ServerRequest):
+                    await self._backend.refuse_server_request(lease.ctx, event, "not allowed during this method")
+
+    # -- interactive methods ----------------------------------------------------------------
+
+    def _admit(self, call: Call) -> None:
+        self._registry.admit(self._boundary.principal(call.caller.principal))
+
+    async def _send_after_early_rounds(self, lease: Lease, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
+        """Requests the server sent while nobody held the session (roots/list at session start) are
+        asked first, before the call leaves, so the server has its answers when it runs: ask what is
+        kept (a new round, under ``hold`` when there is one), else send the call upstream and read it."""
+        early = await self._backend.claim_unclaimed(lease.ctx)
+        if early:
+            # Nothing runs on the session yet: a round that cannot open gives it up with the lease.
+            return self._ask(lease, call, hold, early, logged=False, hand_over_first=False)
+        return await self._send(lease, call, hold)
+
+    async def _send(self, lease: Lease, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
+        """Send the call upstream (again, after a url-mode consent) and drive it."""
+        lease.ctx.reissue = False
+        exchange = await lease.send()
+        return await self._drive(lease, exchange, call, hold)
+
+    async def _drive(
+        self,
+        lease: Lease,
+        exchange: Exchange,
+        call: Call,
+        hold: Hold[CallContext] | None,
+        initial: list[ServerRequest] | None = None,
+    ) -> JsonObj:
+        """Read the exchange until it ends or needs input; then answer or hold. A failure (a client
+        disconnect included) ends the call through its lease: session freed, upstream cancelled."""
+        ctx = lease.ctx
+        route = ctx.route
+        ctx.session.attach(exchange)
+        batch: list[ServerRequest] = list(initial or [])
+        while True:
+            if batch:
+                event = await exchange.poll(route.config.holds.batch_window)
+                if event is None:
+                    break
+            else:
+                event = await exchange.next(route.config.backend.timeout)
+            if isinstance(event, FinalResponse):
+                for unasked in batch:  # the call ended before its client could be asked them
+                    exchange.unanswered(unasked)
+                return self._final(lease, call, hold, event)
+            if isinstance(event, ServerNotification):
+                await call.notify(event)
+                continue
+            missing = caps.allows(ctx.normalized_caps, event.method, event.params)
+            if missing == {}:  # nothing any client could be asked
+                await self._backend.refuse_server_request(ctx, event, "not supported by the gateway")
+                continue
+            if missing is not None:
+                # The client did not declare what the backend needs (basic/index.mdx §_meta, a MUST):
+                # never forward it; end the call with -32021 and cancel the backend's work.
+                if hold is not None:
+                    self._registry.remove(hold)
+                self._backend.abandon(ctx, event)
+                raise MissingCapability(missing)
+            batch.append(event)
+        return self._ask(lease, call, hold, batch)
+
+    def _final(self, lease: Lease, call: Call, hold: Hold[CallContext] | None, event: FinalResponse) -> JsonObj:
+        """The backend's answer ends the call, unless it is a legacy -32042 (url-mode consent first)."""
+        if hold is not None:
+            self._registry.remove(hold)
+        if event.error is not None and event.error.get("code") == URL_ELICITATION_REQUIRED:
+            url_result = self._url_hold(lease, call, event.error)
+            if url_result is not None:
+                return url_result
+        return self._backend.finish(lease.ctx, call.request, event, retry=hold is not None)
+
+    # -- rounds -----------------------------------------------------------------------------
+
+    def _ask(
+        self,
+        lease: Lease,
+        call: Call,
+        hold: Hold[CallContext] | None,
+        batch: list[ServerRequest],
+        *,
+        logged: bool = True,
+        hand_over_first: bool = True,
+    ) -> JsonObj:
+        """Hold ``batch`` as the next round (:func:`rounds.ask`).
+
+        With ``hand_over_first`` the session belongs to the hold (or its expiry) before the round
+        opens, so a round that cannot open leaves the backend to be answered, not discarded: a new
+        hold the registry refuses answers ``batch`` at once; a round past ``max_rounds`` or the
+        call's deadline is ended by the registry with ``batch`` pending
+        (:meth:`~gateway.holds.registry.HoldRegistry.put_back`) and raises
+        :class:`~gateway.errors.HoldLimitReached`. Without it (requests asked before the call was
+        sent: nothing runs on the session to answer) a failed round gives the session up with the lease."""
+        ctx = lease.ctx
+        if hold is None:
+            hold = rounds.new_hold(ctx, call, self._registry.new_id(), self._boundary.principal(call.caller.principal))
+            try:
+                self._registry.add(hold)
+            except GatewayError:
+                if hand_over_first:
+                    lease.hand_over(EXPIRY)
+                self._backend.answer_pending_for_expiry(ctx, batch)
+                raise
+            lease.claim(partial(self._registry.remove, hold))
+        if hand_over_first:
+            lease.hand_over(hold)
+        rounds.ask(hold, ctx, batch, logged=logged)
+        return self._input_required(lease, hold, call)
+
+    def _input_required(self, lease: Lease, hold: Hold[CallContext], call: Call) -> JsonObj:
+        """Open the hold's next round, seal the round's state and answer with the pending requests;
+        from here the hold owns the lease until a retry takes it back."""
+        ctx = lease.ctx
+        route = ctx.route
+        limits = route.config.holds
+        if hold.busy:
+            self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + limits.ttl)
+        replayable = limits.on_lost == "replay" and not ctx.reissue
+        token = self._boundary.seal(
+            route=route.name,
+            identity=RequestIdentity(hold.method, hold.target, hold.args_digest),
+            principal=hold.principal,
+            hold_id=hold.id,
+            round_=hold.round,
+            lifetime=limits.ttl,
+            not_after=hold.not_after,
+            transcript=[step.to_wire() for step in hold.log] if replayable else None,
+            trace_link=tracing.first_round(),
+        )
+        lease.hand_over(hold)
+        self._metrics.input_rounds.labels(route.name).inc()
+        call.held(hold.id, hold.round)
+        return rounds.input_required(ctx, hold, token)
+
+    def _url_hold(self, lease: Lease, call: Call, error: JsonObj) -> JsonObj | None:
+        """A legacy -32042 becomes url-mode elicitations; the call is re-sent after consent."""
+        elicitations = inputs.url_elicitations(error)
+        if not elicitations:
+            return None
+        ctx = lease.ctx
+        missing = caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"})
+        if missing is not None:
+            self._backend.release(ctx)  # the backend's call is over; its session is fine
+            raise MissingCapability(missing)
+        ctx.reissue = True
+        ctx.exchange = None
+        hold = rounds.new_hold(ctx, call, self._registry.new_id(), self._boundary.principal(call.caller.principal))
+        self._registry.add(hold)
+        lease.claim(partial(self._registry.remove, hold))
+        rounds.ask_urls(hold, elicitations)
+        return self._input_required(lease, hold, call)
+
+    async def _after_consent(
+        self, lease: Lease, call: Call, hold: Hold[CallContext], answers: dict[str, JsonObj]
+    ) -> JsonObj:
+        """A url-mode round's answers: re-send the call once every URL interaction was accepted, ask
+        again while some are unanswered; any decline ends the call."""
+        consent = rounds.consent(hold, answers)
+        if consent == "waiting":
+            lease.hand_over(hold)  # the hold keeps the session whether the round opens or not
+            return self._input_required(lease, hold, call)
+        if consent == "declined":
+            self._registry.remove(hold)
+            self._backend.release(lease.ctx)
+            # The backend's answer stands: it required an interaction the user did not complete.
+            raise UpstreamError(INTERNAL_ERROR, "The required URL interaction was not completed", reason="url_declined")
+        return await self._send(lease, call, hold)
