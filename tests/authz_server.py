@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import aiohttp
 import jwt
 from node_tools import NODE, node_env
+from waiting import eventually
 
 SERVER = Path(__file__).resolve().parent / "authz" / "server.mjs"
 CLIENT_ID = "mrtr-gateway"
@@ -87,17 +87,21 @@ async def authorization_server(
 
 async def _ready(http: aiohttp.ClientSession, discovery: str, process: asyncio.subprocess.Process) -> None:
     """Poll the discovery document, at most READY_WITHIN seconds; fail early if Node exits."""
-    deadline = time.monotonic() + READY_WITHIN
-    while time.monotonic() < deadline:
+
+    async def answered() -> bool:
         if process.returncode is not None:
             assert process.stderr is not None
             raise RuntimeError(f"oidc-provider exited: {(await process.stderr.read()).decode()[-2000:]}")
-        with contextlib.suppress(aiohttp.ClientError):
-            async with http.get(discovery, timeout=aiohttp.ClientTimeout(total=2)) as resp:
-                if resp.status == 200:
-                    return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"oidc-provider did not answer {discovery} within {READY_WITHIN} s")
+        async with http.get(discovery, timeout=aiohttp.ClientTimeout(total=2)) as resp:
+            return resp.status == 200
+
+    await eventually(
+        answered,
+        what=f"oidc-provider answers {discovery}",
+        timeout=READY_WITHIN,
+        interval=0.1,
+        ignoring=(aiohttp.ClientError, TimeoutError),
+    )
 
 
 def claims_of(token: str) -> dict[str, Any]:

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from gateway.app import build_app
 from gateway.config.load import parse_config
 from gateway.frontdoor.headers import encode_header_value
+from gateway.observability import requests
 
 TEST_KEY = "test-key-0123456789abcdef0123456789abcdef"
 MODERN = "2026-07-28"
@@ -145,6 +147,51 @@ class BareClient:
         return await self.call_tool(name, arguments, extra={"inputResponses": responses, "requestState": state}, **kw)
 
 
+LISTEN_META: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def listen_request(request_id: str = "listen-1", authorization: str | None = None) -> tuple[str, dict[str, str]]:
+    """A ``subscriptions/listen`` request for tool-list changes, over raw HTTP: (its JSON body, its headers)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "subscriptions/listen",
+        "params": {"_meta": LISTEN_META, "notifications": {"toolsListChanged": True}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    return json.dumps(body), headers
+
+
+class _LineSignal:
+    """Stands in for the request middleware's logger: signals when a request's line says its client went away."""
+
+    def __init__(self) -> None:
+        self.disconnected = asyncio.Event()
+
+    def info(self, event: str, **fields: Any) -> None:
+        if fields.get("outcome") == "client_disconnected":
+            self.disconnected.set()
+
+    debug = info
+
+
+def client_disconnects(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event set once the gateway has logged a request whose client went away (its handler ended)."""
+    signal = _LineSignal()
+    monkeypatch.setattr(requests, "log", signal)
+    return signal.disconnected
+
+
 def accept(**content: Any) -> dict[str, Any]:
     return {"action": "accept", "content": content}
 
@@ -232,6 +279,26 @@ def _free_port() -> int:
 _HOP = {"host", "content-length", "transfer-encoding", "connection"}
 
 
+async def relay(request: web.Request, target: str) -> web.StreamResponse:
+    """Forward ``request`` to the URL ``target`` and stream its answer back, both unchanged but for
+    the hop-by-hop headers (a body the handler has read already is sent again: aiohttp keeps it)."""
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+    body = await request.read()
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as http,
+        http.request(request.method, target, headers=headers, data=body) as upstream,
+    ):
+        response = web.StreamResponse(
+            status=upstream.status,
+            headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP},
+        )
+        await response.prepare(request)
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+
 @asynccontextmanager
 async def round_robin(targets: list[str]) -> AsyncIterator[str]:
     """A load balancer with no affinity: request n goes to ``targets[n % len(targets)]``.
@@ -241,22 +308,7 @@ async def round_robin(targets: list[str]) -> AsyncIterator[str]:
     app = web.Application()
 
     async def forward(request: web.Request) -> web.StreamResponse:
-        target = targets[next(counter) % len(targets)]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-        body = await request.read()
-        async with (
-            aiohttp.ClientSession(auto_decompress=False) as http,
-            http.request(request.method, target + request.path_qs, headers=headers, data=body) as upstream,
-        ):
-            response = web.StreamResponse(
-                status=upstream.status,
-                headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP},
-            )
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        return await relay(request, targets[next(counter) % len(targets)] + request.path_qs)
 
     app.router.add_route("*", "/{tail:.*}", forward)
     async with serving(app) as base:

@@ -1,12 +1,11 @@
-"""A small, honest legacy MCP server on aiohttp: the demo backend and the tests' fake.
+"""A small, honest legacy MCP server on aiohttp: the demo backend.
 
 Why it exists
 -------------
 ``mrtr-gateway demo`` needs a handshake-era server to put behind the gateway without
-bringing an MCP SDK into the runtime package, and the test-suite needs a legacy server
-that misbehaves on demand (expires a session after N requests, answers garbage, hangs,
-rejects the Host header), which real SDK servers cannot be told to do. This module is
-both, and depends only on aiohttp, the standard library and ``mcp_types`` constants.
+bringing an MCP SDK into the runtime package. This module depends only on aiohttp, the
+standard library and ``mcp_types`` constants. The test-suite's fake (``tests/fake_backend.py``)
+builds on its wire handling and adds the faults, counters and tools only tests need.
 
 What "honest" means
 -------------------
@@ -31,15 +30,11 @@ SDK server does, per ``mcp-wire-reference.md`` §6.1:
   batches (400), allows one GET stream per session (409) and answers a request cancelled
   by ``notifications/cancelled`` with nothing: the SSE stream ends, or 204 in JSON mode.
 
-Options and counters
---------------------
-Options are keyword arguments of :class:`DemoBackend` and stay plain attributes, so tests
-flip them while the server runs: ``path``, ``versions``, ``json_response``, ``page_size``,
-``answer_timeout``, ``keepalive_interval`` and the fault injections
-``expire_sessions_after_requests``, ``fail_status``, ``garbage``, ``hang``,
-``require_host``. Counters for assertions: ``initialize_count``, ``deleted_sessions``,
-``cancelled``, ``received_responses``, ``received_requests`` (each request's method, params and
-HTTP headers), ``last_headers``; ``sessions`` shows live sessions.
+Options
+-------
+Options are keyword arguments of :class:`DemoBackend` and stay plain attributes: ``path``,
+``versions``, ``json_response``, ``answer_timeout``, ``keepalive_interval``; ``sessions``
+shows live sessions.
 
 Shutdown
 --------
@@ -76,6 +71,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from gateway.demo import tools
 from gateway.demo.tools import JsonObject, RpcError, ToolFailure
+from gateway.tasks import TaskGroup
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +106,6 @@ class DemoSession:
     protocol_version: str
     client_capabilities: JsonObject
     log_level: str = "debug"
-    requests_served: int = 0
     flags: set[str] = field(default_factory=set)
     pending: dict[int, asyncio.Future[JsonObject]] = field(default_factory=dict)
     calls: dict[RequestId, asyncio.Task[None]] = field(default_factory=dict)
@@ -285,40 +280,19 @@ class DemoBackend:
         path: str = "/mcp",
         versions: Sequence[str] = HANDSHAKE_PROTOCOL_VERSIONS,
         json_response: bool = False,
-        page_size: int | None = None,
         answer_timeout: float = 300.0,
         keepalive_interval: float = 15.0,
-        expire_sessions_after_requests: int | None = None,
-        fail_status: int | None = None,
-        garbage: bool = False,
-        hang: bool = False,
-        require_host: str | None = None,
     ) -> None:
         if not versions:
             raise ValueError("versions must name at least one protocol revision")
-        if page_size is not None and page_size < 1:
-            raise ValueError("page_size must be positive")
         self.path = path
         self.versions: tuple[str, ...] = tuple(versions)
         self.json_response = json_response
-        self.page_size = page_size
         self.answer_timeout = answer_timeout
         self.keepalive_interval = keepalive_interval
-        self.expire_sessions_after_requests = expire_sessions_after_requests
-        self.fail_status = fail_status
-        self.garbage = garbage
-        self.hang = hang
-        self.require_host = require_host
-
-        self.initialize_count = 0
-        self.deleted_sessions: list[str] = []
-        self.cancelled: list[RequestId] = []
-        self.received_responses: list[JsonObject] = []
-        self.last_headers: Mapping[str, str] = {}
-        self.received_requests: list[tuple[str, JsonObject, Mapping[str, str]]] = []
 
         self._sessions: dict[str, DemoSession] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskGroup("demo-calls")
         self._closing = asyncio.Event()
 
     @property
@@ -336,26 +310,20 @@ class DemoBackend:
 
     async def _lifecycle(self, app: web.Application) -> AsyncIterator[None]:
         self._closing = asyncio.Event()
+        self._tasks = TaskGroup("demo-calls")  # one per run of the app: a closed group stays closed
         yield
         self._closing.set()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         self._sessions.clear()
 
     async def _on_shutdown(self, app: web.Application) -> None:
         self._closing.set()
         for session in list(self._sessions.values()):
             self._end_session(session)
-        for task in self._tasks:
-            task.cancel()
+        await self._tasks.aclose()  # ends the calls the HTTP handlers still wait for
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._tasks.spawn(coro, name="demo-call")
 
     def _end_session(self, session: DemoSession) -> None:
         self._sessions.pop(session.session_id, None)
@@ -364,10 +332,6 @@ class DemoBackend:
             task.cancel()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.last_headers = request.headers.copy()
-        rejection = self._check_host(request)
-        if rejection is not None:
-            return rejection
         if request.method == hdrs.METH_POST:
             return await self._post(request)
         if request.method == hdrs.METH_GET:
@@ -375,18 +339,6 @@ class DemoBackend:
         if request.method == hdrs.METH_DELETE:
             return self._delete(request)
         return _http_error(405, "Method Not Allowed", headers={hdrs.ALLOW: "GET, POST, DELETE"})
-
-    def _check_host(self, request: web.Request) -> web.Response | None:
-        """DNS-rebinding protection as the SDK does it: bad Host → 421, bad Origin → 403."""
-        expected = self.require_host
-        if expected is None:
-            return None
-        if request.headers.get(hdrs.HOST) != expected:
-            return web.Response(status=421, text="Invalid Host header")
-        origin = request.headers.get(hdrs.ORIGIN)
-        if origin is not None and origin not in (f"http://{expected}", f"https://{expected}"):
-            return web.Response(status=403, text="Invalid Origin header")
-        return None
 
     def _session(self, request: web.Request) -> DemoSession | web.Response:
         session_id = request.headers.get(SESSION_HEADER)
@@ -405,14 +357,6 @@ class DemoBackend:
         return session
 
     async def _post(self, request: web.Request) -> web.StreamResponse:
-        if self.fail_status is not None:
-            return web.Response(status=self.fail_status, text="injected failure")
-        if self.garbage:
-            return web.Response(status=200, content_type="application/json", text="<html>not JSON at all")
-        if self.hang:
-            await self._closing.wait()
-            return web.Response(status=503, text="shutting down")
-
         wanted = ("application/json",) if self.json_response else ("application/json", "text/event-stream")
         if not _accepts(request.headers.get(hdrs.ACCEPT, ""), wanted):
             return _http_error(406, f"Not Acceptable: Client must accept {' and '.join(wanted)}")
@@ -440,12 +384,6 @@ class DemoBackend:
         request_id = message["id"]
         if not isinstance(method, str) or isinstance(request_id, bool) or not isinstance(request_id, str | int):
             return _http_error(400, "Invalid Request: bad method or id")
-
-        limit = self.expire_sessions_after_requests
-        if limit is not None and session.requests_served >= limit:
-            self._end_session(session)
-            return _http_error(404, "Not Found: Session not found")
-        session.requests_served += 1
         return await self._serve_request(request, session, request_id, method, message.get("params"))
 
     async def _initialize(self, request: web.Request, message: JsonObject) -> web.StreamResponse:
@@ -460,7 +398,6 @@ class DemoBackend:
             client_capabilities=dict(capabilities) if isinstance(capabilities, dict) else {},
         )
         self._sessions[session.session_id] = session
-        self.initialize_count += 1
         result = {
             "protocolVersion": negotiated,
             "capabilities": _capabilities(),
@@ -472,7 +409,6 @@ class DemoBackend:
         return await self._answer(request, session, outbox)
 
     def _receive_response(self, session: DemoSession, message: JsonObject) -> None:
-        self.received_responses.append(message)
         request_id = message.get("id")
         future = session.pending.get(request_id) if isinstance(request_id, int) else None
         if future is not None and not future.done():
@@ -484,7 +420,6 @@ class DemoBackend:
             return
         request_id = params.get("requestId")
         if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-            self.cancelled.append(request_id)
             call = session.calls.get(request_id)
             if call is not None:
                 call.cancel()
@@ -492,7 +427,6 @@ class DemoBackend:
     async def _serve_request(
         self, request: web.Request, session: DemoSession, request_id: RequestId, method: str, params: object
     ) -> web.StreamResponse:
-        self.received_requests.append((method, params if isinstance(params, dict) else {}, request.headers.copy()))
         outbox: asyncio.Queue[_Frame | None] = asyncio.Queue()
         ctx = _CallContext(
             self,
@@ -543,7 +477,7 @@ class DemoBackend:
             case "ping":
                 return {}
             case "tools/list":
-                return tools.list_tools(params, self.page_size)
+                return tools.list_tools()
             case "tools/call":
                 return await tools.call_tool(ctx, params)
             case "prompts/list":
@@ -622,7 +556,6 @@ class DemoBackend:
         if isinstance(session, web.Response):
             return session
         self._end_session(session)
-        self.deleted_sessions.append(session.session_id)
         return web.Response(status=200)
 
 
@@ -643,7 +576,7 @@ async def start_demo_backend(host: str = "127.0.0.1", port: int = 0, **opts: Any
         site = web.TCPSite(runner, host, port)
         await site.start()
         bound_port = runner.addresses[0][1]
-    except BaseException:
+    except BaseException:  # a cancelled start too: the runner is cleaned up either way
         await runner.cleanup()
         raise
     netloc = f"[{host}]" if ":" in host else host

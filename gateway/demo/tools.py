@@ -1,9 +1,9 @@
 """What the demo backend offers: its tools, one prompt, two resources and a completion.
 
-The names and result texts here are a contract. The gateway's own tests and the
-``mrtr-gateway demo`` walkthrough call these tools through the gateway and assert on the
-text they return, so every tool answers with one short, predictable line
-(``"city=Paris"``, ``"name=Ada;color=blue"``, ``"counted=3"``).
+The names and result texts here are a contract. The ``mrtr-gateway demo`` walkthrough and
+the gateway's tests (whose fake, ``tests/fake_backend.py``, offers these tools and a few of
+its own) call these tools through the gateway and assert on the text they return, so every
+tool answers with one short, predictable line (``"city=Paris"``, ``"name=Ada;color=blue"``).
 
 Nothing in this module knows about HTTP or sessions. A tool reaches its client only
 through a :class:`ToolContext`, which the transport in :mod:`gateway.demo.backend`
@@ -16,15 +16,11 @@ error (unknown tool, unknown resource, URL elicitation required) are :class:`Rpc
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_types.jsonrpc import INVALID_PARAMS, URL_ELICITATION_REQUIRED
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 JsonObject = dict[str, Any]
 
@@ -218,72 +214,6 @@ async def _ask_and_sample(ctx: ToolContext, arguments: JsonObject) -> str:
     return f"{first};sampled={_sampled_text(sampled)}"
 
 
-async def _slow(ctx: ToolContext, arguments: JsonObject) -> str:
-    seconds = _number(arguments, "seconds")
-    if seconds < 0:
-        raise ToolFailure("invalid arguments: 'seconds' must not be negative")
-    await asyncio.sleep(seconds)
-    return "slept"
-
-
-async def _count(ctx: ToolContext, arguments: JsonObject) -> str:
-    n = _number(arguments, "n")
-    if not isinstance(n, int) or not 0 <= n <= 1000:
-        raise ToolFailure("invalid arguments: 'n' must be an integer between 0 and 1000")
-    for i in range(1, n + 1):
-        if ctx.progress_token is not None:
-            ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": i, "total": n})
-        ctx.log("info", f"count {i}/{n}")
-    return f"counted={n}"
-
-
-async def _progress_then_ask(ctx: ToolContext, arguments: JsonObject) -> str:
-    """Progress before and after an elicitation: the second half travels on the client's retry."""
-    if ctx.progress_token is not None:
-        ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": 1, "total": 2})
-    (answer,) = await ctx.request_all([_form(ctx, "Which city?", "city")])
-    if ctx.progress_token is not None:
-        ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": 2, "total": 2})
-    city = _accepted(answer, "city")
-    return _declined(answer) if city is None else f"city={city}"
-
-
-async def _weather(ctx: ToolContext, arguments: JsonObject) -> str:
-    return f"weather in {_string(arguments, 'region')} for {_number(arguments, 'days')} days"
-
-
-async def _ping_me(ctx: ToolContext, arguments: JsonObject) -> str:
-    await ctx.request_all([("ping", None)])
-    return "pong"
-
-
-async def _whoami(ctx: ToolContext, arguments: JsonObject) -> str:
-    return ctx.authorization or "none"
-
-
-async def _url_login(ctx: ToolContext, arguments: JsonObject) -> str:
-    if ctx.protocol_version != URL_ELICITATION_PROTOCOL_VERSION:
-        raise ToolFailure(f"url_login needs protocol {URL_ELICITATION_PROTOCOL_VERSION}")
-    if "url_login" in ctx.session_flags:
-        return "logged-in"
-    ctx.session_flags.add("url_login")
-    elicitation_id = str(uuid.uuid4())
-    raise RpcError(
-        URL_ELICITATION_REQUIRED,
-        "URL elicitation required",
-        {
-            "elicitations": [
-                {
-                    "mode": "url",
-                    "elicitationId": elicitation_id,
-                    "url": f"https://example.invalid/login?elicitation={elicitation_id}",
-                    "message": "Sign in",
-                }
-            ]
-        },
-    )
-
-
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
@@ -299,28 +229,6 @@ TOOLS: dict[str, Tool] = {
         Tool("summarize", "Summarize text via sampling.", _schema({"text": {"type": "string"}}), _summarize),
         Tool("show_roots", "List the client's roots (asked on the GET stream).", _schema(), _show_roots),
         Tool("ask_and_sample", "Elicit and sample at once, before either answer.", _schema(), _ask_and_sample),
-        Tool("slow", "Sleep for a while.", _schema({"seconds": {"type": "number"}}), _slow),
-        Tool("count", "Report progress n times.", _schema({"n": {"type": "integer"}}), _count),
-        Tool("ping_me", "Ping the client and wait for the answer.", _schema(), _ping_me),
-        Tool("whoami", "Return the Authorization header of this call.", _schema(), _whoami),
-        Tool("url_login", "Require a URL-mode sign-in once per session.", _schema(), _url_login),
-        Tool(
-            "progress_then_ask",
-            "Report progress, ask for a city, report progress again.",
-            _schema(),
-            _progress_then_ask,
-        ),
-        Tool(
-            "weather",
-            "A tool whose arguments are mirrored in Mcp-Param-* headers (x-mcp-header).",
-            _schema(
-                {
-                    "region": {"type": "string", "x-mcp-header": "Region"},
-                    "days": {"type": "integer", "x-mcp-header": "Days"},
-                }
-            ),
-            _weather,
-        ),
     )
 }
 
@@ -329,10 +237,10 @@ def _text_result(text: str, *, is_error: bool) -> JsonObject:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-async def call_tool(ctx: ToolContext, params: JsonObject) -> JsonObject:
-    """Run ``tools/call``; unknown tools are a JSON-RPC error, tool failures an error result."""
+async def call_tool(ctx: ToolContext, params: JsonObject, table: Mapping[str, Tool] = TOOLS) -> JsonObject:
+    """Run ``tools/call`` on a tool of ``table``; unknown tools are a JSON-RPC error, tool failures an error result."""
     name = params.get("name")
-    tool = TOOLS.get(name) if isinstance(name, str) else None
+    tool = table.get(name) if isinstance(name, str) else None
     if tool is None:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
     arguments = params.get("arguments") or {}
@@ -344,37 +252,9 @@ async def call_tool(ctx: ToolContext, params: JsonObject) -> JsonObject:
         return _text_result(str(exc), is_error=True)
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"tools:{offset}".encode()).decode()
-
-
-def _decode_cursor(cursor: object) -> int:
-    decoded = ""
-    if isinstance(cursor, str):
-        try:
-            decoded = base64.urlsafe_b64decode(cursor.encode()).decode()
-        except (ValueError, binascii.Error) as exc:
-            raise RpcError(INVALID_PARAMS, "Invalid cursor") from exc
-    prefix, _, offset = decoded.partition(":")
-    if prefix != "tools" or not offset.isdigit():
-        raise RpcError(INVALID_PARAMS, "Invalid cursor")
-    return int(offset)
-
-
-def list_tools(params: JsonObject, page_size: int | None) -> JsonObject:
-    """``tools/list``; paginated with an opaque ``nextCursor`` when ``page_size`` is set."""
-    tools = [tool.to_json() for tool in TOOLS.values()]
-    if page_size is None:
-        return {"tools": tools}
-    cursor = params.get("cursor")
-    start = 0 if cursor is None else _decode_cursor(cursor)
-    if not 0 <= start < len(tools):
-        raise RpcError(INVALID_PARAMS, "Invalid cursor")
-    end = start + page_size
-    result: JsonObject = {"tools": tools[start:end]}
-    if end < len(tools):
-        result["nextCursor"] = _encode_cursor(end)
-    return result
+def list_tools() -> JsonObject:
+    """``tools/list``: every tool, in one page."""
+    return {"tools": [tool.to_json() for tool in TOOLS.values()]}
 
 
 def list_prompts() -> JsonObject:

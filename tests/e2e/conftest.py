@@ -1,4 +1,4 @@
-"""Fixtures for gateway tests against the in-process fake legacy server (gateway.demo.backend)."""
+"""Fixtures for gateway tests against the in-process fake legacy server (tests/fake_backend.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FAKE_BACKEND_KEY, FakeBackend, start_fake_backend
 from hostile import HostileBackend, hostile_backend
-
-from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
 
 
 @pytest.fixture
@@ -26,10 +25,10 @@ async def backend() -> AsyncIterator[HostileBackend]:
 
 
 @pytest.fixture
-async def fake_backend(request: pytest.FixtureRequest) -> AsyncIterator[tuple[DemoBackend, str]]:
+async def fake_backend(request: pytest.FixtureRequest) -> AsyncIterator[tuple[FakeBackend, str]]:
     opts: dict[str, Any] = getattr(request, "param", {})
-    runner, url = await start_demo_backend(**opts)
+    runner, url = await start_fake_backend(**opts)
     try:
-        yield runner.app[DEMO_BACKEND_KEY], url
+        yield runner.app[FAKE_BACKEND_KEY], url
     finally:
         await runner.cleanup()

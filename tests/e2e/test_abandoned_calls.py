@@ -9,21 +9,20 @@ not answered in that time is cancelled as before: see
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import BareClient, route, running_gateway
+from waiting import eventually
 
 from gateway import keys
 from gateway.calls import backend as backend_module
-from gateway.demo.backend import DemoBackend
 
 WAIT = 10.0
 
 
 async def test_a_call_answered_after_its_client_left_keeps_its_session(
-    fake_backend: tuple[DemoBackend, str], http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+    fake_backend: tuple[FakeBackend, str], http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend, url = fake_backend
     # Long enough for any machine: the backend answers 0.3 s after the call, whatever the load.
@@ -36,9 +35,7 @@ async def test_a_call_answered_after_its_client_left_keeps_its_session(
             with pytest.raises(TimeoutError):
                 await BareClient(short, gw.url()).call_tool("slow", {"seconds": 0.3})
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        async with asyncio.timeout(WAIT):
-            while pool.leased_count:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: not pool.leased_count, what="the abandoned call's session released", timeout=WAIT)
         assert pool.idle_count == 1
         assert (await client.call_tool("add", {"a": 2, "b": 2})).text == "4"
     assert backend.cancelled == []

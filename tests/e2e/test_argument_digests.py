@@ -9,12 +9,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway
 
-from gateway.demo.backend import DemoBackend
 from gateway.state import claims
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 @pytest.fixture

@@ -22,12 +22,12 @@ import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway, running_replicas
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "https://gateway.test/mcp"
@@ -116,7 +116,7 @@ async def past_refresh_interval(since: float) -> None:
     returns, the next request with an unknown kid may fetch again, however fast the machine is.
     """
     while (left := since + REFRESH - time.monotonic()) > 0:
-        await asyncio.sleep(left)
+        await asyncio.sleep(left)  # deliberate: waits out jwks_min_refresh, the interval under test
 
 
 def jwt_route(url: str, jwks_url: str | None = None, **jwt_options: Any) -> dict[str, Any]:

@@ -28,12 +28,12 @@ from aiohttp import web
 from authz_server import CLIENT_ID, CLIENT_SECRET, AuthorizationServer, authorization_server, claims_of
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from harness import MODERN, BareClient, accept, route, running_gateway, serving
+from fake_backend import FakeBackend
+from harness import BareClient, accept, listen_request, relay, route, running_gateway, serving
 
 from gateway.config.load import ConfigError
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "https://gateway.test/mcp"
@@ -46,9 +46,6 @@ CLIENT_PEM = (
 SECRET_ENV = "MRTR_TEST_BACKEND_CLIENT_SECRET"
 LEEWAY = 1
 """Seconds of skew the guard allows: the server's exp is whole seconds, the gateway's clock is not."""
-LISTEN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
-_HOP = {"host", "content-length", "transfer-encoding", "connection", "authorization"}
-"""Not copied through the guard (Authorization is set again when there was one)."""
 
 
 def client_token(sub: str = "alice", exp: float = 300) -> str:
@@ -110,22 +107,7 @@ async def guarded(backend_url: str) -> AsyncIterator[Guard]:
         if not valid or guard.refuse_next > 0:
             guard.refuse_next = max(guard.refuse_next - 1, 0)
             return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-        if authorization:
-            headers["Authorization"] = authorization  # the fake backend's whoami tells it
-        async with (
-            aiohttp.ClientSession(auto_decompress=False) as http,
-            http.request(request.method, backend_url, headers=headers, data=body) as upstream,
-        ):
-            response = web.StreamResponse(
-                status=upstream.status,
-                headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP},
-            )
-            await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        return await relay(request, backend_url)  # Authorization included: the fake backend's whoami tells it
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", forward)
@@ -226,7 +208,7 @@ async def test_an_expired_backend_token_is_refreshed_without_the_client_noticing
     ):
         client = BareClient(http, gw.url(), authorization=f"Bearer {client_token()}")
         assert (await client.call_tool("add", {"a": 1, "b": 2})).text == "3"
-        await asyncio.sleep(2.2)
+        await asyncio.sleep(2.2)  # deliberate: waits out the backend token's 2 s lifetime
         assert (await client.call_tool("add", {"a": 2, "b": 2})).text == "4"
         assert (await authz.stats())["client_credentials"] == 2
         assert all(s.valid for s in guard.seen)
@@ -245,7 +227,7 @@ async def test_a_call_held_past_the_backend_tokens_lifetime_answers_with_a_fresh
         client = BareClient(http, gw.url(), authorization=f"Bearer {mine}")
         first = await client.call_tool("ask_city")
         (key,) = first.result["inputRequests"]
-        await asyncio.sleep(2.5)  # the token the call started with has expired
+        await asyncio.sleep(2.5)  # deliberate: the token the call started with expires (2 s lifetime)
         final = await client.retry("ask_city", first.result["requestState"], {key: accept(city="Oslo")})
         assert final.result["resultType"] == "complete", final.body
         assert "Oslo" in final.text
@@ -443,21 +425,9 @@ async def test_a_listen_stream_ends_when_the_clients_token_expires(
 ) -> None:
     _, url = fake_backend
     async with running_gateway([jwt_route(url)]) as gw:
-        body = {
-            "jsonrpc": "2.0",
-            "id": "listen-1",
-            "method": "subscriptions/listen",
-            "params": {"_meta": LISTEN_META, "notifications": {"toolsListChanged": True}},
-        }
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "subscriptions/listen",
-            "Authorization": f"Bearer {client_token(exp=2)}",
-        }
+        body, headers = listen_request(authorization=f"Bearer {client_token(exp=2)}")
         started = time.monotonic()
-        async with http.post(gw.url(), data=json.dumps(body), headers=headers) as resp:
+        async with http.post(gw.url(), data=body, headers=headers) as resp:
             assert resp.content_type == "text/event-stream"
             async with asyncio.timeout(10):
                 await resp.read()  # returns when the gateway ends the stream

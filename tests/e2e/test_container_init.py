@@ -17,8 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import aiohttp
 import pytest
 import yaml
 from harness import MODERN, BareClient
+from waiting import eventually_sync, until_status
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SESSIONS = 3
@@ -98,12 +98,8 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
-def poll(predicate: object, what: str, root: int) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE} s: {what}; processes under it: {descendants(root)}")
-        time.sleep(0.05)
+def poll(predicate: Callable[[], bool], what: str, root: int) -> None:
+    eventually_sync(predicate, what=lambda: f"{what}; processes under it: {descendants(root)}", timeout=DEADLINE)
 
 
 @contextmanager
@@ -148,25 +144,16 @@ def gateway_as_pid_1(command: list[str], tmp_path: Path) -> Iterator[tuple[subpr
 
 async def run_sessions(url: str) -> None:
     """One stdio session per credential; each ends once idle, and its server exits."""
-    deadline = time.monotonic() + DEADLINE
     async with aiohttp.ClientSession() as http:
         client = BareClient(http, url)
-        while True:  # wait for the listener, bounded
-            try:
-                async with http.get(url.replace("/mcp", "/healthz")) as resp:
-                    if resp.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                pass
-            assert time.monotonic() < deadline, "the gateway did not start"
-            await asyncio.sleep(0.05)
+        await until_status(http, url.replace("/mcp", "/healthz"), timeout=DEADLINE)  # the gateway started
         for index in range(SESSIONS):
             reply = await client.call_tool("hi", authorization=f"Bearer user-{index}")
             assert reply.result["content"][0]["text"] == "hi", reply.body
             assert reply.headers.get("MCP-Protocol-Version", MODERN) == MODERN
 
 
-def servers_gone_and(root: int, zombies: range) -> object:
+def servers_gone_and(root: int, zombies: range) -> Callable[[], bool]:
     def check() -> bool:
         tree = descendants(root)
         return sum(1 for state in tree.values() if state == "Z") in zombies and not any(

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas, start_serve
 from mcp_types.jsonrpc import INTERNAL_ERROR
+from waiting import until_status
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.server import SHUTDOWN_TIMEOUT
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 BOUND = 30  # seconds: every wait in these tests is bounded
 
 
@@ -99,7 +100,7 @@ async def test_a_second_signal_cuts_the_drain_short(fake_backend: Backend, http:
         drain = gw.app[keys.DRAIN]
         drain.begin()
         waiting = asyncio.create_task(drain.wait())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn: the task is waiting on the drain when the second signal comes
         drain.begin()
         async with asyncio.timeout(BOUND):
             assert await waiting is False
@@ -123,15 +124,9 @@ async def _start_gateway(tmp_path: Path, backend_url: str, drain_timeout: float)
         encoding="utf-8",
     )
     proc = await start_serve(config)
-    async with asyncio.timeout(BOUND), aiohttp.ClientSession() as http:
-        while True:
-            try:
-                async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                    if resp.status == 200:
-                        return proc, port
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.05)
+    async with aiohttp.ClientSession() as http:
+        await until_status(http, f"http://127.0.0.1:{port}/readyz", timeout=BOUND)
+    return proc, port
 
 
 async def _stop(proc: Any) -> str:
@@ -153,12 +148,8 @@ async def test_sigterm_drains_a_real_process_and_it_exits_once_the_held_call_is_
         client = BareClient(http, f"http://127.0.0.1:{port}/mcp")
         first = (await client.call_tool("ask_city")).result
         proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(BOUND):
-            while True:  # the signal is handled asynchronously: wait for /readyz to say so
-                async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                    if resp.status == 503:
-                        break
-                await asyncio.sleep(0.02)
+        # the signal is handled asynchronously: wait for /readyz to say so
+        await until_status(http, f"http://127.0.0.1:{port}/readyz", 503, timeout=BOUND, interval=0.02)
         assert_draining_refusal(await client.call_tool("ask_city"))
         (key,) = first["inputRequests"]
         done = await client.retry("ask_city", first["requestState"], {key: accept(city="Oslo")})
@@ -236,15 +227,7 @@ async def test_a_shutdown_step_that_never_ends_does_not_keep_the_process(
         sys.executable, "-c", _HANGING_SHUTDOWN, str(config), stderr=asyncio.subprocess.PIPE
     )
     try:
-        async with asyncio.timeout(BOUND):
-            while True:
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                        if resp.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(0.05)
+        await until_status(http, f"http://127.0.0.1:{port}/readyz", timeout=BOUND)
         proc.send_signal(signal.SIGTERM)
         async with asyncio.timeout(BOUND):  # without the bound it would never exit
             assert await proc.wait() == 0

@@ -5,13 +5,13 @@ whose forward to a dead owner failed and that was then replayed is ``replayed`` 
 from __future__ import annotations
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import BareClient, held_by_a_gone_replica, route, running_replicas
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.observability.metrics import Metrics
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 REPLAY = {"holds": {"on_lost": "replay"}}
 
 

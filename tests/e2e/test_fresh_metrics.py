@@ -13,17 +13,17 @@ import socket
 from typing import Any
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import BareClient, route, running_gateway
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway import keys
 from gateway.auth.gate import TRUSTED_HEADER_REASONS
 from gateway.auth.verify import REASONS as JWT_REASONS
-from gateway.demo.backend import DemoBackend
 from gateway.errors import BACKEND_CAUSES
 from gateway.observability.metrics import FORWARD_OUTCOMES, Metrics
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 PER_ROUTE = (
     "mrtr_gateway_hold_expirations_total",
     "mrtr_gateway_input_rounds_total",

@@ -11,13 +11,13 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog
+from fake_backend import FakeBackend
 from harness import MODERN, BareClient, route, running_gateway
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from gateway.demo.backend import DemoBackend
 from gateway.observability.logging import configure_logging
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 MODERN_HEADERS = {
     "Accept": "application/json, text/event-stream",
     "Content-Type": "application/json",

@@ -3,12 +3,12 @@ backend failures, front-door rejections end to end, ops endpoints."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 
 import aiohttp
 import pytest
+from fake_backend import FAKE_BACKEND_KEY, FakeBackend, start_fake_backend
 from harness import BareClient, route, running_gateway
 from mcp_types.jsonrpc import (
     HEADER_MISMATCH,
@@ -18,11 +18,11 @@ from mcp_types.jsonrpc import (
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 async def test_discover_is_built_from_the_backend_initialize(
@@ -125,9 +125,9 @@ async def test_sessions_are_reused_and_keyed_by_credential_and_capabilities(
 
 
 async def test_client_authorization_is_forwarded_and_host_is_not_rewritten(http: aiohttp.ClientSession) -> None:
-    runner, url = await start_demo_backend()
+    runner, url = await start_fake_backend()
     backend_host = url.split("/")[2]
-    runner.app[DEMO_BACKEND_KEY].require_host = backend_host
+    runner.app[FAKE_BACKEND_KEY].require_host = backend_host
     try:
         async with running_gateway([route("demo", "/mcp", url)]) as gw:
             reply = await BareClient(http, gw.url(), authorization="Bearer s3cret").call_tool("whoami")
@@ -258,9 +258,7 @@ async def test_shutdown_deletes_backend_sessions(fake_backend: Backend, http: ai
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         await BareClient(http, gw.url()).call_tool("add", {"a": 1, "b": 1})
         assert gw.app[keys.ROUTES]["/mcp"].pool.size == 1
-    async with asyncio.timeout(5):
-        while not backend.deleted_sessions:
-            await asyncio.sleep(0.01)
+    await eventually(lambda: backend.deleted_sessions, what="the backend session deleted")
     assert len(backend.deleted_sessions) == 1
 
 

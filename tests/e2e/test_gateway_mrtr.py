@@ -3,24 +3,18 @@ requestState security, expiry, bounds, url mode."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import SAMPLED, BareClient, accept, route, running_gateway
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
-
-
-async def _until(predicate: object, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
+Backend = tuple[FakeBackend, str]
 
 
 async def test_one_elicitation_round(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
@@ -251,8 +245,13 @@ async def test_hold_expiry_cancels_the_backend_elicitation_and_frees_the_session
         client = BareClient(http, gw.url())
         result = (await client.call_tool("ask_city")).result
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
-        await _until(lambda: len(gw.app[keys.HOLDS]) == 0 and pool.leased_count == 0)
+        await eventually(
+            lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses],
+            what="the backend got a cancel answer",
+        )
+        await eventually(
+            lambda: len(gw.app[keys.HOLDS]) == 0 and pool.leased_count == 0, what="no hold and no leased session"
+        )
         (key,) = result["inputRequests"]
         late = await client.retry("ask_city", result["requestState"], {key: accept(city="Late")})
         assert late.error["code"] == INVALID_PARAMS
@@ -291,13 +290,13 @@ async def test_max_rounds_ends_the_call_with_an_error(fake_backend: Backend, htt
         over = await client.retry("ask_two", first["requestState"], {k1: accept(name="Ada")})
         assert (over.status, over.error["code"]) == (502, INTERNAL_ERROR)
         assert (over.error["data"]["reason"], over.error["data"]["cause"]) == ("hold_lost", "max_rounds")
-        await _until(lambda: len(gw.app[keys.HOLDS]) == 0)
+        await eventually(lambda: len(gw.app[keys.HOLDS]) == 0, what="no hold left")
 
 
 async def test_backend_dying_while_a_call_is_held_gives_a_clear_error(http: aiohttp.ClientSession) -> None:
-    from gateway.demo.backend import start_demo_backend
+    from fake_backend import start_fake_backend
 
-    runner, url = await start_demo_backend()
+    runner, url = await start_fake_backend()
     async with running_gateway([route("demo", "/mcp", url, backend={"timeout": 2, "connect_timeout": 1})]) as gw:
         client = BareClient(http, gw.url())
         result = (await client.call_tool("ask_city")).result

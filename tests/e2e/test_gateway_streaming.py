@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import MODERN, BareClient, route, running_gateway
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 def _events(raw: str) -> list[dict[str, Any]]:
@@ -113,13 +113,9 @@ async def test_client_disconnect_cancels_the_backend_call(fake_backend: Backend,
             pass
         finally:
             await short.close()
-        async with asyncio.timeout(5):
-            while not backend.cancelled:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: backend.cancelled, what="the backend told of the cancellation")
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        async with asyncio.timeout(5):
-            while pool.leased_count:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: not pool.leased_count, what="the session released")
     assert len(backend.cancelled) == 1
 
 

@@ -7,23 +7,18 @@ import time
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import TEST_KEY, BareClient, accept, route, running_gateway
 from mcp_types.jsonrpc import INTERNAL_ERROR
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.errors import HOLD_LOST
 from gateway.holds.registry import HoldLimitReached
 from gateway.state.claims import credential_digest
 from gateway.state.codec import KeyRing
 
-Backend = tuple[DemoBackend, str]
-
-
-async def _until(predicate: object, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():  # type: ignore[operator]
-            await asyncio.sleep(0.01)
+Backend = tuple[FakeBackend, str]
 
 
 async def test_retries_that_answer_nothing_count_toward_max_rounds(
@@ -42,8 +37,11 @@ async def test_retries_that_answer_nothing_count_toward_max_rounds(
         assert (over.error["data"]["reason"], over.error["data"]["cause"]) == (HOLD_LOST, "max_rounds")
         assert len(gw.app[keys.HOLDS]) == 0
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
-        await _until(lambda: pool.leased_count == 0)
+        await eventually(
+            lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses],
+            what="the backend got a cancel answer",
+        )
+        await eventually(lambda: pool.leased_count == 0, what="no leased session")
 
 
 @pytest.mark.parametrize(
@@ -67,8 +65,11 @@ async def test_max_rounds_is_one_answer_on_either_path(
         assert (over.error["data"]["reason"], over.error["data"]["cause"]) == (HOLD_LOST, "max_rounds")
         assert len(gw.app[keys.HOLDS]) == 0
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        await _until(lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses])
-        await _until(lambda: pool.leased_count == 0)
+        await eventually(
+            lambda: {"action": "cancel"} in [r.get("result") for r in backend.received_responses],
+            what="the backend got a cancel answer",
+        )
+        await eventually(lambda: pool.leased_count == 0, what="no leased session")
 
 
 async def test_no_state_outlives_the_calls_absolute_deadline(

@@ -82,7 +82,7 @@ async def test_requests_flooding_a_round_fail_the_call_and_drop_the_session(
                 ask = {"jsonrpc": "2.0", "id": f"s{index}", "method": "elicitation/create", "params": ELICIT}
                 await response.write(event(ask))
                 sent += 1
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # pacing, not waiting for anything
         except (ConnectionResetError, ConnectionError):
             pass
         return response
@@ -105,19 +105,19 @@ async def test_requests_flooding_a_round_fail_the_call_and_drop_the_session(
 async def test_a_flood_into_a_held_call_is_bounded_and_fails_its_retry(
     backend: HostileBackend, http: aiohttp.ClientSession
 ) -> None:
-    flooded = asyncio.Event()
+    held, flooded = asyncio.Event(), asyncio.Event()
 
     async def held_flood(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
         response = await sse_response(request)
         ask = {"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": ELICIT}
         await response.write(event(ask))
-        await asyncio.sleep(0.3)  # well past the batch window: the call is held now
+        await held.wait()  # the client has its input_required answer: the call is held now
         try:
             note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x" * 500}}
             for index in range(5000):
                 await response.write(event(note))
                 if index % 100 == 0:
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)  # pacing: a turn for the gateway to read what was written
         finally:
             flooded.set()
         await asyncio.Event().wait()  # never answers
@@ -130,6 +130,7 @@ async def test_a_flood_into_a_held_call_is_bounded_and_fails_its_retry(
         async with asyncio.timeout(BOUND):
             first = await client.call_tool("held_flood")
             assert first.result["resultType"] == "input_required"
+            held.set()
             await flooded.wait()
             (key,) = first.result["inputRequests"]
             retry = await client.retry("held_flood", first.result["requestState"], {key: accept(city="Paris")})

@@ -14,15 +14,16 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from fake_backend import FakeBackend
 from harness import TEST_KEY, BareClient, _free_port, accept, route, running_gateway, serving, start_serve
 from mcp_types.jsonrpc import INTERNAL_ERROR
+from waiting import until_status
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.errors import HOLD_LOST
 from gateway.replicas.forward import OWNER_UNRESPONSIVE
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 REPLAY = {"holds": {"on_lost": "replay"}}
 FORWARD_TIMEOUT = 2.0
 
@@ -104,15 +105,7 @@ async def test_a_stopped_owner_process_is_given_up_after_forward_timeout_and_its
     owner = await start_serve(config)
     owner_url = f"http://127.0.0.1:{port}/mcp"
     try:
-        async with asyncio.timeout(30):
-            while True:
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/healthz") as probe:
-                        if probe.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(0.1)
+        await until_status(http, f"http://127.0.0.1:{port}/healthz", timeout=30)
         first = (await BareClient(http, owner_url).call_tool("ask_city")).result
         (key,) = first["inputRequests"]
         routes = [route("demo", "/mcp", url, backend={"timeout": 30}, **REPLAY)]

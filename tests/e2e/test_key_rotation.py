@@ -12,14 +12,14 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.state.codec import WIRE_MESSAGE, KeyRing, StateError
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 OLD = "old-key-0123456789abcdef0123456789abcdef"
 NEW = "new-key-0123456789abcdef0123456789abcdef"

@@ -19,16 +19,16 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import BareClient, route, running_gateway, stdio_route
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 
 from gateway import keys, relay
-from gateway.demo.backend import DemoBackend
 from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.legacy_passthrough import MISSING_VERSION_MESSAGE
 from gateway.keyset import KeySet
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 VERSION = "2025-11-25"
 WAIT = 10.0

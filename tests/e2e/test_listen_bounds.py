@@ -5,38 +5,25 @@ route's ``max_sessions``, and a hung backend delays only listens on its own rout
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import aiohttp
 from aiohttp import web
-from harness import MODERN, BareClient, route, running_gateway
+from fake_backend import FakeBackend
+from harness import BareClient, listen_request, route, running_gateway
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
-META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+Backend = tuple[FakeBackend, str]
 
 
 @asynccontextmanager
 async def listen(http: aiohttp.ClientSession, url: str, who: str) -> AsyncIterator[aiohttp.ClientResponse]:
     """A listen stream open past its acknowledgment, or the refusal (any non-SSE answer)."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": f"listen-{who}",
-        "method": "subscriptions/listen",
-        "params": {"_meta": META, "notifications": {"toolsListChanged": True}},
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "subscriptions/listen",
-        "Authorization": f"Bearer {who}",
-    }
-    async with http.post(url, data=json.dumps(body), headers=headers) as resp:
+    body, headers = listen_request(f"listen-{who}", authorization=f"Bearer {who}")
+    async with http.post(url, data=body, headers=headers) as resp:
         if resp.content_type == "text/event-stream":
             async with asyncio.timeout(10):
                 while not (await resp.content.readline()).startswith(b"data:"):
@@ -67,9 +54,7 @@ async def test_listen_streams_are_bounded_per_principal_and_in_total(
             assert (await fifth.json())["error"]["data"]["cause"] == "listen_stream_limit"
         assert gw.app[keys.LISTEN_HUBS].stream_count == 4
         await streams.aclose()
-        async with asyncio.timeout(10):
-            while gw.app[keys.LISTEN_HUBS].stream_count:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: not gw.app[keys.LISTEN_HUBS].stream_count, what="every listen stream ended")
         async with listen(http, gw.url(), "carol") as again:
             assert again.status == 200, "a stream that ended frees its place"
 
@@ -93,9 +78,7 @@ async def test_listen_sessions_count_in_the_routes_max_sessions(
         call = await BareClient(http, gw.url(), authorization="Bearer dave").call_tool("add", {"a": 1, "b": 2})
         assert call.error["data"]["cause"] == "backend_sessions_exhausted"
         await streams.aclose()
-        async with asyncio.timeout(10):
-            while gw.app[keys.ROUTES]["/mcp"].pool.size:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: not gw.app[keys.ROUTES]["/mcp"].pool.size, what="the listen sessions closed")
         assert (
             await BareClient(http, gw.url(), authorization="Bearer dave").call_tool("add", {"a": 1, "b": 2})
         ).text == "3"

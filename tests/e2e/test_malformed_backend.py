@@ -29,6 +29,7 @@ from emitters import (
 )
 from harness import BareClient, GatewayHandle, Reply, route, running_gateway, serving, stdio_route
 from mcp_types.jsonrpc import INTERNAL_ERROR
+from waiting import eventually
 
 from gateway import keys
 from gateway.errors import BACKEND_UNAVAILABLE
@@ -269,8 +270,7 @@ async def test_garbage_on_the_get_stream_drops_only_that_stream(case: str, http:
         backend.get_streams["Bearer g"] = [as_event(CASES[case][0])]
         client = BareClient(http, gw.url(), authorization="Bearer g")
         assert (await client.call_tool("emit", emit_args(answer("first")))).text == "first"
-        while backend.gets < 2:  # the stream was dropped and opened again
-            await asyncio.sleep(0.01)
+        await eventually(lambda: backend.gets >= 2, what="the GET stream dropped and opened again", timeout=BOUND)
         assert (await client.call_tool("emit", emit_args(answer("next")))).text == "next"
         assert gw.app[keys.ROUTES]["/mcp"].pool.initializations == 1  # the session itself was kept
         assert error_counts(gw) == {}  # no call failed

@@ -10,16 +10,16 @@ import gzip
 import time
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.observability import loop_lag
 from gateway.observability.metrics import Metrics
 from gateway.server import serve_metrics
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:
@@ -143,7 +143,7 @@ async def test_event_loop_lag_sees_a_stalled_loop() -> None:
     task = asyncio.create_task(loop_lag.measure(observe, interval=0.01))
     try:
         await asyncio.sleep(0)  # let the task ask for its first wake-up
-        time.sleep(0.05)
+        time.sleep(0.05)  # deliberate: block the loop, the lag under test
         async with asyncio.timeout(10):
             await stalled.wait()
     finally:

@@ -18,11 +18,12 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from fake_backend import FakeBackend
 from harness import BareClient, route, running_gateway, serving
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from waiting import eventually
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
 WAIT = 10.0
 
@@ -93,9 +94,9 @@ async def test_the_backend_request_is_refused_its_call_cancelled_and_the_session
         assert reply.error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
         assert reply.error["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
         pool = gw.app[keys.ROUTES]["/mcp"].pool
-        async with asyncio.timeout(WAIT):
-            while pool.leased_count or not pool.idle_count:
-                await asyncio.sleep(0.01)
+        await eventually(
+            lambda: not pool.leased_count and pool.idle_count, what="the session back in the pool", timeout=WAIT
+        )
         ((answer,), (cancelled,)) = seen.responses, seen.cancelled
         assert answer["id"] == "e1"
         assert "error" in answer
@@ -106,7 +107,7 @@ async def test_the_backend_request_is_refused_its_call_cancelled_and_the_session
 
 
 async def test_a_url_required_error_for_a_client_without_url_mode_is_minus_32021(
-    fake_backend: tuple[DemoBackend, str], http: aiohttp.ClientSession
+    fake_backend: tuple[FakeBackend, str], http: aiohttp.ClientSession
 ) -> None:
     """A legacy -32042 (URLElicitationRequiredError) needs url-mode elicitation from the client."""
     _, url = fake_backend

@@ -6,9 +6,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FAKE_BACKEND_KEY, start_fake_backend
 from harness import BareClient, accept, route, running_gateway
-
-from gateway.demo.backend import DEMO_BACKEND_KEY, start_demo_backend
 
 ALL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
 
@@ -23,8 +22,8 @@ ALL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"too
     ],
 )
 async def test_a_pinned_revision_is_offered_with_its_capability_shape(pinned: str, declared: dict[str, Any]) -> None:
-    runner, url = await start_demo_backend()
-    backend = runner.app[DEMO_BACKEND_KEY]
+    runner, url = await start_fake_backend()
+    backend = runner.app[FAKE_BACKEND_KEY]
     try:
         async with (
             aiohttp.ClientSession() as http,
@@ -49,7 +48,7 @@ async def test_a_pinned_revision_is_offered_with_its_capability_shape(pinned: st
 
 @pytest.mark.parametrize("only", ["2024-11-05", "2025-03-26", "2025-06-18"])
 async def test_whatever_revision_the_backend_picks_is_accepted(only: str) -> None:
-    runner, url = await start_demo_backend(versions=[only])
+    runner, url = await start_fake_backend(versions=[only])
     try:
         async with aiohttp.ClientSession() as http, running_gateway([route("demo", "/mcp", url)]) as gw:
             client = BareClient(http, gw.url())
@@ -89,8 +88,8 @@ async def test_an_initialize_that_says_2026_07_28_hears_a_modern_error_not_the_b
     header: str | None, meta: bool, status: int, code: int
 ) -> None:
     """Issue 17: a request is legacy only when nothing in it says 2026-07-28; the backend is never asked."""
-    runner, url = await start_demo_backend()
-    backend = runner.app[DEMO_BACKEND_KEY]
+    runner, url = await start_fake_backend()
+    backend = runner.app[FAKE_BACKEND_KEY]
     params = {**INITIALIZE_PARAMS, **({"_meta": MODERN_META} if meta else {})}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     headers |= {"Mcp-Method": "initialize"} | ({"MCP-Protocol-Version": header} if header else {})
@@ -110,8 +109,8 @@ async def test_an_initialize_that_says_2026_07_28_hears_a_modern_error_not_the_b
 
 
 async def test_a_genuine_legacy_initialize_still_passes_through() -> None:
-    runner, url = await start_demo_backend()
-    backend = runner.app[DEMO_BACKEND_KEY]
+    runner, url = await start_fake_backend()
+    backend = runner.app[FAKE_BACKEND_KEY]
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     try:
         async with aiohttp.ClientSession() as http, running_gateway([route("demo", "/mcp", url)]) as gw:

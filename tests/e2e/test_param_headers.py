@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import BareClient, route, running_gateway
 from mcp_types.jsonrpc import HEADER_MISMATCH
 
-from gateway.demo.backend import DemoBackend
 from gateway.frontdoor.headers import encode_header_value
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 @pytest.mark.parametrize(

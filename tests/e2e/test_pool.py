@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
+from waiting import eventually
 
 from gateway.config.model import RouteConfig
-from gateway.demo.backend import DemoBackend
 from gateway.errors import Overloaded
 from gateway.legacy.pool import SessionPool
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
@@ -35,13 +36,6 @@ async def pool(fake_backend: Backend) -> AsyncIterator[SessionPool]:
     _, url = fake_backend
     async with pool_of(url, max_sessions=2) as pool:
         yield pool
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let other tasks run until ``condition`` holds (bounded)."""
-    async with asyncio.timeout(5):
-        while not condition():
-            await asyncio.sleep(0)
 
 
 async def test_plain_calls_share_a_session_interactive_calls_do_not(pool: SessionPool) -> None:
@@ -80,9 +74,9 @@ async def test_calls_at_the_bound_wait_for_released_sessions_in_arrival_order(po
     key = pool.key_for(None, CAPS)
     held = [await pool.lease(key, CAPS, {}, exclusive=True) for _ in range(2)]
     first = asyncio.create_task(pool.lease(key, CAPS, {}, exclusive=True))
-    await until(lambda: pool.waiting_count == 1)
+    await eventually(lambda: pool.waiting_count == 1, what="one lease waiting", interval=0)
     second = asyncio.create_task(pool.lease(key, CAPS, {}, exclusive=True))
-    await until(lambda: pool.waiting_count == 2)
+    await eventually(lambda: pool.waiting_count == 2, what="two leases waiting", interval=0)
     pool.release(held[1])
     assert await asyncio.wait_for(first, 5) is held[1], "the first in line gets the first released session"
     assert not second.done()
@@ -108,7 +102,7 @@ async def test_a_waiting_call_takes_the_place_of_an_evicted_idle_session_of_anot
     held = await pool.lease(mine, CAPS, {}, exclusive=True)
     theirs = await pool.lease(other, CAPS, {}, exclusive=True)
     waiting = asyncio.create_task(pool.lease(mine, CAPS, {}, exclusive=True))
-    await until(lambda: pool.waiting_count == 1)
+    await eventually(lambda: pool.waiting_count == 1, what="one lease waiting", interval=0)
     pool.release(theirs)  # idle now: evicted to make room for the waiting call
     got = await asyncio.wait_for(waiting, 5)
     assert got is not held
@@ -148,9 +142,7 @@ async def test_a_doomed_session_closes_only_when_its_last_user_leaves(pool: Sess
     assert not backend.deleted_sessions
     assert (await pool.lease(key, CAPS, {}, exclusive=False)) is not a, "a doomed session takes no new users"
     pool.release(b, exclusive=False)
-    async with asyncio.timeout(5):
-        while not backend.deleted_sessions:
-            await asyncio.sleep(0.01)
+    await eventually(lambda: backend.deleted_sessions, what="the backend session deleted")
     assert len(backend.deleted_sessions) == 1
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway, running_replicas
 
-from gateway.demo.backend import DemoBackend
 from gateway.errors import HoldLost, InvalidRequestState
 
 REPLAY = {"holds": {"on_lost": "replay"}}
@@ -241,7 +241,7 @@ async def test_a_finished_call_on_a_live_owner_is_never_replayed(
 
 
 async def test_a_replayed_call_keeps_the_owners_input_keys(
-    fake_backend: tuple[DemoBackend, str], http: aiohttp.ClientSession
+    fake_backend: tuple[FakeBackend, str], http: aiohttp.ClientSession
 ) -> None:
     _, url = fake_backend
     async with running_replicas(2, [route("demo", "/mcp", url, **REPLAY)]) as (a, b):
@@ -256,7 +256,7 @@ async def test_a_replayed_call_keeps_the_owners_input_keys(
 
 
 async def test_a_question_asked_again_by_a_replay_keeps_its_key(
-    fake_backend: tuple[DemoBackend, str], http: aiohttp.ClientSession
+    fake_backend: tuple[FakeBackend, str], http: aiohttp.ClientSession
 ) -> None:
     _, url = fake_backend
     async with running_replicas(2, [route("demo", "/mcp", url, **REPLAY)]) as (a, b):

@@ -18,18 +18,18 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from fake_backend import FakeBackend
 from harness import MODERN, TEST_KEY, BareClient, _free_port, accept, route, running_gateway, running_replicas
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
 from gateway import keys
 from gateway.app import build_app
 from gateway.config.load import parse_config
-from gateway.demo.backend import DemoBackend
 from gateway.errors import HOLD_LOST, HoldLost
 from gateway.replicas.auth import FORWARD_HEADER
 from gateway.replicas.forward import OWNER_FAILED
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 async def test_a_retry_on_another_replica_is_forwarded_to_the_owner(

@@ -53,7 +53,7 @@ async def trickled(body: bytes, piece: int = 65536) -> AsyncIterator[bytes]:
     """The body in pieces, each sent on its own (no Content-Length: chunked transfer encoding)."""
     for offset in range(0, len(body), piece):
         yield body[offset : offset + piece]
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # pacing: each piece goes out on its own
 
 
 async def post(http: aiohttp.ClientSession, gw: GatewayHandle, data: Any) -> tuple[int, dict[str, Any] | None]:

@@ -17,16 +17,16 @@ from typing import Any
 import aiohttp
 import pytest
 import structlog
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway, running_replicas
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 from gateway.observability import requests
 from gateway.observability.logging import configure_logging
 from gateway.observability.requests import hold_digest
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 SECRET_TOKEN = "Bearer sekrit-credential-7f3a9c"
 SECRET_ANSWER = "Atlantis-only-the-user-knows"
 

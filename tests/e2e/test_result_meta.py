@@ -6,13 +6,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import SERVER_NAME, SERVER_VERSION, FakeBackend
 from harness import BareClient, accept, route, running_gateway
 
-from gateway.demo.backend import SERVER_NAME, SERVER_VERSION, DemoBackend
 from gateway.listen import acknowledged
 
 SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION}}
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 async def test_every_result_carries_server_info_including_input_required_rounds(

@@ -8,13 +8,13 @@ yet upgraded would go on too.
 from __future__ import annotations
 
 import aiohttp
+from fake_backend import FakeBackend
 from harness import TEST_KEY, BareClient, accept, route, running_gateway, running_replicas
 from previous_release import load_codec
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 STATE = {"keys": [TEST_KEY], "seal_version": 1}
 
 

@@ -16,14 +16,15 @@ from typing import cast
 import aiohttp
 import pytest
 from aiohttp import web
+from fake_backend import FakeBackend
 from harness import TEST_KEY, BareClient, route, running_gateway, start_serve
+from waiting import eventually
 
 from gateway.app import build_app
 from gateway.config.load import parse_config
-from gateway.demo.backend import DemoBackend
 from gateway.server import listen
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 async def test_header_count_and_size_are_bounded_by_the_config(
@@ -78,15 +79,12 @@ async def test_connections_past_the_cap_get_503_and_a_freed_place_serves_again(f
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
             await writer.drain()
         assert runner.server is not None
-        async with asyncio.timeout(10):
-            while len(runner.server.connections) < 3:
-                await asyncio.sleep(0.01)
+        server = runner.server
+        await eventually(lambda: len(server.connections) == 3, what="the gateway holds the three slow connections")
         healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         assert (await _first_line(port, healthz)).startswith(b"HTTP/1.1 503")
         slow[0][1].close()
-        async with asyncio.timeout(10):
-            while len(runner.server.connections) >= 3:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: len(server.connections) < 3, what="the gateway saw the close")
         assert (await _first_line(port, healthz)).startswith(b"HTTP/1.1 200")
         for _, writer in slow[1:]:
             writer.close()
@@ -106,10 +104,9 @@ async def _response(reader: asyncio.StreamReader) -> tuple[str, dict[str, str], 
 
 
 async def _until_no_connections(runner: web.AppRunner) -> None:
-    assert runner.server is not None
-    async with asyncio.timeout(10):
-        while runner.server.connections:
-            await asyncio.sleep(0.01)
+    server = runner.server
+    assert server is not None
+    await eventually(lambda: not server.connections, what="every connection closed")
 
 
 async def test_at_the_cap_an_idle_keep_alive_connection_is_closed_to_admit_a_new_one(fake_backend: Backend) -> None:
@@ -143,13 +140,7 @@ async def test_a_client_refused_at_the_cap_reads_a_503_with_retry_after_never_a_
     issue 20 a refused connection was written its 503 and closed without its request being read,
     and the kernel answered the unread request with a reset that reached the client first."""
     port = _free_port()
-    config = tmp_path / "gateway.yaml"
-    config.write_text(
-        f"state:\n  keys: [{TEST_KEY}]\nlisten:\n  host: 127.0.0.1\n  port: {port}\n  max_connections: 2\n"
-        "logging:\n  level: warning\n"
-        "routes:\n  - name: main\n    path: /mcp\n    backend:\n      url: http://127.0.0.1:9/mcp\n",
-        encoding="utf-8",
-    )
+    config = _capped_config(tmp_path, port, max_connections=2, extra="logging:\n  level: warning\n")
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'
     head = (
         b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
@@ -158,13 +149,7 @@ async def test_a_client_refused_at_the_cap_reads_a_503_with_retry_after_never_a_
     proc = await start_serve(config)
     busy: list[asyncio.StreamWriter] = []
     try:
-        async with asyncio.timeout(30):
-            while True:
-                try:
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05)
+        reader, writer = await _connect_once_listening(port)
         writer.write(HEALTHZ_CLOSE)
         assert (await _response(reader))[0] == "HTTP/1.1 200 OK"
         writer.close()
@@ -172,7 +157,9 @@ async def test_a_client_refused_at_the_cap_reads_a_503_with_retry_after_never_a_
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(head % 1000)
             busy.append(writer)
-        await asyncio.sleep(0.2)  # let the gateway take them (a refusal below would still be a 503)
+        await eventually(  # the gateway has taken them: both places are in use
+            lambda: _is_refused(port), what="a new connection refused at the cap", timeout=30, interval=0.05
+        )
         large = b" " * 200_000 + body
         for attempt in range(24):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -180,7 +167,7 @@ async def test_a_client_refused_at_the_cap_reads_a_503_with_retry_after_never_a_
                 writer.write(head % len(body) + body)
             elif attempt % 3 == 1:  # the head, then the body once the 503 may have come
                 writer.write(head % len(body))
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # deliberate: the body arrives apart from the head
                 writer.write(body)
             else:  # a body larger than the socket buffers: read and dropped after the 503
                 writer.write(head % len(large) + large)
@@ -229,28 +216,19 @@ def test_server_limits_have_sane_lower_bounds(option: dict[str, int]) -> None:
 async def test_serve_runs_capped_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     """``mrtr-gateway serve`` as an operator runs it: the connection cap applies, SIGTERM exits 0."""
     port = _free_port()
-    config = tmp_path / "gateway.yaml"
-    config.write_text(
-        f"state:\n  keys: [{TEST_KEY}]\nlisten:\n  host: 127.0.0.1\n  port: {port}\n  max_connections: 1\n"
-        "routes:\n  - name: main\n    path: /mcp\n    backend:\n      url: http://127.0.0.1:9/mcp\n",
-        encoding="utf-8",
-    )
+    config = _capped_config(tmp_path, port, max_connections=1)
     proc = await start_serve(config)
     try:
+        reader, writer = await _connect_once_listening(port)
         async with asyncio.timeout(30):
-            while True:
-                try:
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05)
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # keep-alive: holds the only place
             assert (await reader.readline()).startswith(b"HTTP/1.1 200")
             healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             assert (await _first_line(port, healthz)).startswith(b"HTTP/1.1 503")
             writer.close()
             metrics = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-            while True:  # the freed place is usable once the gateway has seen the close
+
+            async def metrics_answer() -> bytes | None:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
                 writer.write(metrics)
                 try:
@@ -258,9 +236,10 @@ async def test_serve_runs_capped_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
                 except ConnectionError:  # refused and closed while we were still writing
                     answer = b""
                 writer.close()
-                if answer.startswith(b"HTTP/1.1 200"):
-                    break
-                await asyncio.sleep(0.05)
+                return answer if answer.startswith(b"HTTP/1.1 200") else None
+
+            # the freed place is usable once the gateway has seen the close
+            answer = await eventually(metrics_answer, what="/metrics served once a place is free", interval=0.05)
             refused = re.search(rb'mrtr_gateway_rejections_total\{reason="max_connections"\} (\d+)', answer)
             assert refused is not None, answer
             assert int(refused.group(1)) >= 1
@@ -270,6 +249,34 @@ async def test_serve_runs_capped_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def _capped_config(tmp_path: Path, port: int, max_connections: int, extra: str = "") -> Path:
+    """A ``serve`` config on ``port`` with ``max_connections``; its one route's backend never answers."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f"state:\n  keys: [{TEST_KEY}]\nlisten:\n  host: 127.0.0.1\n  port: {port}\n"
+        f"  max_connections: {max_connections}\n{extra}"
+        "routes:\n  - name: main\n    path: /mcp\n    backend:\n      url: http://127.0.0.1:9/mcp\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def _connect_once_listening(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to a ``serve`` process that is starting: refused until it listens."""
+    connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] = await eventually(
+        lambda: asyncio.open_connection("127.0.0.1", port),
+        what=f"the gateway listens on {port}",
+        timeout=30,
+        interval=0.05,
+        ignoring=(OSError,),
+    )
+    return connection
+
+
+async def _is_refused(port: int) -> bool:
+    return (await _first_line(port, HEALTHZ_CLOSE)).startswith(b"HTTP/1.1 503")
 
 
 def _free_port() -> int:

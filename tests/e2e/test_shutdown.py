@@ -11,22 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from harness import MODERN, BareClient, route, running_gateway
+from fake_backend import FakeBackend
+from harness import BareClient, client_disconnects, listen_request, route, running_gateway
 
 from gateway import keys
-from gateway.demo.backend import DemoBackend
-from gateway.observability import requests
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
 DEMO = GATEWAY / "demo"
-LISTEN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 def _gateway_tasks() -> list[asyncio.Task[Any]]:
@@ -46,19 +43,8 @@ def _gateway_tasks() -> list[asyncio.Task[Any]]:
 
 
 async def _open_listen(http: aiohttp.ClientSession, url: str) -> aiohttp.ClientResponse:
-    body = {
-        "jsonrpc": "2.0",
-        "id": "listen-1",
-        "method": "subscriptions/listen",
-        "params": {"_meta": LISTEN_META, "notifications": {"toolsListChanged": True}},
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "subscriptions/listen",
-    }
-    response = await http.post(url, data=json.dumps(body), headers=headers)
+    body, headers = listen_request()
+    response = await http.post(url, data=body, headers=headers)
     assert response.content_type == "text/event-stream"
     async with asyncio.timeout(10):
         while not (await response.content.readline()).startswith(b"data:"):
@@ -116,19 +102,6 @@ async def test_shutdown_with_held_calls_listen_streams_and_calls_in_flight_leave
         loop.set_exception_handler(previous)
 
 
-class _LineSignal:
-    """Stands in for the request middleware's logger: signals when a request's line is written."""
-
-    def __init__(self) -> None:
-        self.disconnected = asyncio.Event()
-
-    def info(self, event: str, **fields: Any) -> None:
-        if fields.get("outcome") == "client_disconnected":
-            self.disconnected.set()
-
-    debug = info
-
-
 async def test_shutdown_while_an_abandoned_call_is_still_being_cancelled_upstream_leaves_no_pending_task(
     fake_backend: Backend, http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,8 +109,7 @@ async def test_shutdown_while_an_abandoned_call_is_still_being_cancelled_upstrea
     background); a backend that does not answer keeps that work running. Shutting down then must
     end it: the background group is cancelled and awaited before the app's cleanup returns."""
     backend, url = fake_backend
-    signal = _LineSignal()
-    monkeypatch.setattr(requests, "log", signal)
+    disconnected = client_disconnects(monkeypatch)
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         pool = gw.app[keys.ROUTES]["/mcp"].pool
         leased = asyncio.Event()
@@ -157,6 +129,6 @@ async def test_shutdown_while_an_abandoned_call_is_still_being_cancelled_upstrea
         with contextlib.suppress(asyncio.CancelledError):
             await call
         async with asyncio.timeout(10):
-            await signal.disconnected.wait()
+            await disconnected.wait()
     leftover = _gateway_tasks()
     assert not leftover, [task.get_name() for task in leftover]

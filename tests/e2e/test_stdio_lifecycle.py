@@ -17,6 +17,7 @@ from pathlib import Path
 
 import aiohttp
 from harness import TEST_KEY, BareClient, _free_port
+from waiting import eventually, until_status
 
 from gateway.legacy.stdio import StdioSession
 
@@ -43,12 +44,11 @@ def recorded(pids_file: Path) -> list[int]:
     return [int(pid) for line in text.splitlines() for pid in line.split()]
 
 
-async def all_gone(pids: list[int], within: float) -> list[int]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while (left := [pid for pid in pids if alive(pid)]) and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    return left
+async def all_gone(pids: list[int], within: float, what: str) -> None:
+    def left() -> list[int]:
+        return [pid for pid in pids if alive(pid)]
+
+    await eventually(lambda: not left(), what=lambda: f"{what}; still alive: {left()}", timeout=within, interval=0.05)
 
 
 async def test_stdio_servers_and_their_children_die_with_a_killed_gateway(tmp_path: Path) -> None:
@@ -77,14 +77,7 @@ async def test_stdio_servers_and_their_children_die_with_a_killed_gateway(tmp_pa
     pids: list[int] = []
     try:
         async with asyncio.timeout(BOUND), aiohttp.ClientSession() as http:
-            while True:
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                        if resp.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(0.05)
+            await until_status(http, f"http://127.0.0.1:{port}/readyz", timeout=BOUND)
             reply = await BareClient(http, f"http://127.0.0.1:{port}/mcp").call_tool("echo", {"text": "hi"})
             assert reply.status == 200, reply
             assert reply.result["content"][0]["text"] == "echo=hi"
@@ -94,7 +87,7 @@ async def test_stdio_servers_and_their_children_die_with_a_killed_gateway(tmp_pa
         gateway.kill()
         async with asyncio.timeout(BOUND):
             await gateway.wait()
-        assert await all_gone(pids, GONE_WITHIN) == [], "every server and its child die with the gateway"
+        await all_gone(pids, GONE_WITHIN, "every server and its child die with the gateway")
     finally:
         if gateway.returncode is None:
             gateway.kill()
@@ -116,7 +109,7 @@ async def test_closing_a_session_stops_what_is_left_of_its_process_group(tmp_pat
             assert alive(child)
             await session.close()
         assert session.returncode == 0, "the server itself exited at the end of its stdin"
-        assert await all_gone([server, child], GONE_WITHIN) == []
+        await all_gone([server, child], GONE_WITHIN, "the server and its child are gone")
     finally:
         await session.close()
         for pid in recorded(pids_file):

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 from harness import BareClient, running_gateway, stdio_route
+from waiting import eventually
 
 from gateway import keys
 from gateway.legacy.starts import RESPAWN_CAP, StartBudget, respawn_delay
@@ -34,12 +35,15 @@ async def readyz(http: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, 
 
 async def ready_or_settled(http: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, Any]]:
     """/readyz once no route is ``starting`` any more."""
-    async with asyncio.timeout(BOUND):
-        while True:
-            status, body = await readyz(http, url)
-            if all(r["state"] != "starting" for r in body["routes"].values()):
-                return status, body
-            await asyncio.sleep(0.05)
+
+    async def settled() -> tuple[int, dict[str, Any]] | None:
+        status, body = await readyz(http, url)
+        return (status, body) if all(r["state"] != "starting" for r in body["routes"].values()) else None
+
+    answer: tuple[int, dict[str, Any]] = await eventually(
+        settled, what="no route starting any more", timeout=BOUND, interval=0.05
+    )
+    return answer
 
 
 def test_respawn_delay_doubles_with_jitter_up_to_a_cap() -> None:
@@ -57,7 +61,7 @@ async def test_the_start_budget_bounds_starts_at_once() -> None:
         nonlocal peak
         async with budget.slot():
             peak = max(peak, budget.in_progress)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # deliberate: the slot is held while others ask for one
 
     await asyncio.gather(*(start() for _ in range(10)))
     assert (peak, budget.in_progress) == (2, 0)
@@ -91,9 +95,7 @@ async def test_readyz_waits_for_each_stdio_route_and_reports_a_broken_one(http: 
         health = gw.app[keys.ROUTES]["/broken"].pool.health
         loop, times = asyncio.get_running_loop(), []
         health._on_failure = lambda reason: times.append(loop.time())
-        async with asyncio.timeout(BOUND):
-            while len(times) < 3:
-                await asyncio.sleep(0.02)
+        await eventually(lambda: len(times) >= 3, what="three failed starts", timeout=BOUND, interval=0.02)
         gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
         assert gaps[0] >= 0.45, gaps
         assert gaps[1] >= 0.95, gaps
@@ -120,10 +122,14 @@ async def test_spares_start_within_max_opening_and_the_global_budget(http: aioht
         assert budget is not None
         assert budget.limit == 2
         peak_total, peak_route = 0, 0
-        async with asyncio.timeout(BOUND):
-            while any(pool.spare_count < 3 for pool in pools):
-                peak_total = max(peak_total, budget.in_progress)
-                peak_route = max(peak_route, *(len(p._spares) - p._spares.ready for p in pools))
-                await asyncio.sleep(0.005)
+
+        def sampled_until_started() -> bool:
+            """Samples the starts in progress until every route has its spares."""
+            nonlocal peak_total, peak_route
+            peak_total = max(peak_total, budget.in_progress)
+            peak_route = max(peak_route, *(len(p._spares) - p._spares.ready for p in pools))
+            return all(pool.spare_count >= 3 for pool in pools)
+
+        await eventually(sampled_until_started, what="three spares a route", timeout=BOUND, interval=0.005)
         assert peak_total <= 2
         assert peak_route <= 1, "max_opening: one spare of a route being started at a time"

@@ -12,16 +12,16 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fake_backend import FakeBackend
 from harness import BareClient, accept, route, running_gateway, running_replicas
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from gateway.demo.backend import DemoBackend
 from gateway.observability import tracing
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"

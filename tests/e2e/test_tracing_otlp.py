@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from fake_backend import FakeBackend
 from harness import route, running_gateway, serving
 from mcp import types
 from opentelemetry import trace
@@ -27,10 +28,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from gateway.demo.backend import DemoBackend
 from gateway.observability import tracing
 
-Backend = tuple[DemoBackend, str]
+Backend = tuple[FakeBackend, str]
 
 
 class Received:

@@ -15,8 +15,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import BareClient, route, running_gateway
+from harness import BareClient, client_disconnects, route, running_gateway
 from hostile import HostileBackend, event, sse_response, text_result
+from waiting import eventually
 
 from gateway.legacy import base
 
@@ -41,12 +42,12 @@ def unanswered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def answer_to(backend: HostileBackend, request_id: str) -> dict[str, Any]:
     """The gateway's answer to the server request ``request_id``, once the backend has it."""
-    async with asyncio.timeout(BOUND):
-        while True:
-            for message in backend.posted:
-                if message.get("id") == request_id:
-                    return message
-            await asyncio.sleep(0.01)
+
+    def posted() -> dict[str, Any] | None:
+        return next((message for message in backend.posted if message.get("id") == request_id), None)
+
+    answer: dict[str, Any] = await eventually(posted, what=f"the gateway answered {request_id}", timeout=BOUND)
+    return answer
 
 
 async def test_a_request_just_before_the_call_s_answer_on_its_own_stream_is_answered(
@@ -72,21 +73,21 @@ async def test_a_request_just_before_the_call_s_answer_on_its_own_stream_is_answ
 
 
 async def test_a_request_to_a_call_whose_client_went_away_is_answered(
-    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The client gives up on a call; while the gateway waits a moment for the call's answer before
     cancelling it (``ABANDON_GRACE``), the call asks an elicitation instead: cancelled, and logged."""
-    asked = asyncio.Event()
+    asked, gone = asyncio.Event(), client_disconnects(monkeypatch)
 
     async def slow_then_ask(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
         response = await sse_response(request)
-        await asyncio.sleep(0.3)  # the client has gone by now
+        await gone.wait()  # the gateway saw the client go: the call is inside its ABANDON_GRACE now
         params = {"mode": "form", "message": "Who?", "requestedSchema": {"type": "object", "properties": {}}}
         await response.write(
             event({"jsonrpc": "2.0", "id": "orphan", "method": "elicitation/create", "params": params})
         )
         asked.set()
-        await asyncio.sleep(BOUND)  # never answers: the gateway cancels the call
+        await asyncio.sleep(BOUND)  # deliberate silence: never answers, the gateway cancels the call
         return response
 
     backend.tools["slow_then_ask"] = slow_then_ask

@@ -27,12 +27,13 @@ from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
+from fake_backend import start_fake_backend
 from hypothesis import HealthCheck, settings
+from waiting import eventually
 
 from gateway import keys
 from gateway.app import build_app
 from gateway.config.load import parse_config
-from gateway.demo.backend import start_demo_backend
 
 T = TypeVar("T")
 
@@ -165,7 +166,7 @@ class LiveGateway:
             self.loop.close()
 
     async def _start(self) -> None:
-        backend_runner, self.backend_url = await start_demo_backend()
+        backend_runner, self.backend_url = await start_fake_backend()
         self._runners.append(backend_runner)
         routes = [
             {**r, "backend": {"url": self.backend_url, "timeout": 10, **r.get("backend", {})}} for r in self._routes
@@ -218,9 +219,12 @@ class LiveGateway:
         """Holds and leased backend sessions back to zero within ``timeout`` (the holds' TTL is short)."""
 
         async def settled() -> None:
-            async with asyncio.timeout(timeout):
-                while self.holds or self.leased():
-                    await asyncio.sleep(0.05)
+            await eventually(
+                lambda: not (self.holds or self.leased()),
+                what="no hold and no leased backend session",
+                timeout=timeout,
+                interval=0.05,
+            )
 
         self.run(settled(), timeout=timeout + 5)
 

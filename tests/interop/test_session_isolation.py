@@ -29,13 +29,13 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from fake_backend import FAKE_BACKEND_KEY, start_fake_backend
 from harness import GatewayHandle, route, running_gateway
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway import keys
-from gateway.demo.backend import DEMO_BACKEND_KEY, start_demo_backend
 from gateway.legacy.streamable_http import StreamableHttpSession
 from interop.test_published_servers import (
     BACKEND,
@@ -235,9 +235,9 @@ async def test_a_request_s_log_level_is_applied_to_it_alone_and_never_sent_upstr
     monkeypatch.setattr(StreamableHttpSession, "start", recording_start)
     monkeypatch.setattr(StreamableHttpSession, "notify", recording_notify)
     loud, quiet = LogSink(), LogSink()
-    runner, url = await start_demo_backend()
+    runner, url = await start_fake_backend()
     try:
-        demo = runner.app[DEMO_BACKEND_KEY]
+        demo = runner.app[FAKE_BACKEND_KEY]
         with anyio.fail_after(RUN_TIMEOUT):
             async with (
                 running_gateway([route("demo", "/mcp", url)]) as gateway,

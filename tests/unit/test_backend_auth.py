@@ -31,7 +31,7 @@ def fetcher(clock: Clock, lifetime: float = 100.0) -> tuple[list[int], Any]:
 
     async def fetch() -> Token:
         calls.append(1)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # deliberate: a fetch takes a moment, so concurrent callers overlap it
         refresh_at, expires = lifetime_of(lifetime, None, clock(), 0.0)
         return Token(f"token-{len(calls)}", refresh_at, expires)
 

@@ -1,4 +1,5 @@
-"""The demo backend, driven by hand over raw HTTP the way a legacy MCP client talks to it."""
+"""The demo backend, and the tests' fake built on it, driven by hand over raw HTTP the way a legacy MCP
+client talks to them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
+from fake_backend import TOOLS as FAKE_TOOLS
+from fake_backend import FakeBackend
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED
 
 from gateway.demo.backend import DEMO_BACKEND_KEY, DemoBackend, start_demo_backend
@@ -148,6 +151,17 @@ async def legacy(aiohttp_client: Any, backend: DemoBackend) -> LegacyClient:
     return LegacyClient(await aiohttp_client(backend.app()))
 
 
+@pytest.fixture
+def fake() -> FakeBackend:
+    """The tests' fake (tests/fake_backend.py): the demo plus faults, counters and test-only tools."""
+    return FakeBackend(answer_timeout=WAIT)
+
+
+@pytest.fixture
+async def fake_legacy(aiohttp_client: Any, fake: FakeBackend) -> LegacyClient:
+    return LegacyClient(await aiohttp_client(fake.app()))
+
+
 @pytest.mark.parametrize("json_response", [False, True], ids=["sse", "json"])
 async def test_handshake_then_tools_list_and_add(
     legacy: LegacyClient, backend: DemoBackend, json_response: bool
@@ -158,14 +172,15 @@ async def test_handshake_then_tools_list_and_add(
     assert result["protocolVersion"] == "2025-11-25"
     assert result["serverInfo"]["name"] == "mrtr-demo-backend"
     assert result["capabilities"]["tools"] == {"listChanged": True}
-    assert backend.initialize_count == 1
+    assert list(backend.sessions) == [legacy.session_id]
     assert backend.sessions[legacy.session_id or ""].client_capabilities == ALL_CAPABILITIES
 
     listed = await legacy.request("tools/list")
     expected_type = "application/json" if json_response else "text/event-stream"
     assert listed.content_type == expected_type
     tools = {tool["name"]: tool for tool in (await read_answer(listed))["result"]["tools"]}
-    assert {"add", "echo", "ask_city", "show_roots", "url_login"} <= set(tools)
+    assert set(tools) == set(TOOLS)
+    assert {"add", "echo", "ask_city", "ask_two", "summarize", "show_roots"} <= set(tools)
     assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
 
     added, _ = await call_tool(legacy, "add", {"a": 2, "b": 3})
@@ -187,8 +202,9 @@ async def test_initialize_echoes_a_configured_version_else_offers_the_newest(
     ("version", "form_mode"), [("2025-11-25", True), ("2025-06-18", False)], ids=["2025-11-25", "2025-06-18"]
 )
 async def test_ask_city_elicits_on_the_post_stream_and_finishes_after_the_answer(
-    legacy: LegacyClient, backend: DemoBackend, version: str, form_mode: bool
+    fake_legacy: LegacyClient, fake: FakeBackend, version: str, form_mode: bool
 ) -> None:
+    legacy, backend = fake_legacy, fake
     await legacy.initialize(version)
     response = await legacy.request("tools/call", {"name": "ask_city", "arguments": {}})
 
@@ -306,7 +322,8 @@ async def test_show_roots_asks_on_the_get_stream(legacy: LegacyClient) -> None:
     stream.close()
 
 
-async def test_count_streams_progress_and_logs_before_the_result(legacy: LegacyClient) -> None:
+async def test_count_streams_progress_and_logs_before_the_result(fake_legacy: LegacyClient) -> None:
+    legacy = fake_legacy
     await legacy.initialize()
     final, seen = await call_tool(legacy, "count", {"n": 2}, meta={"progressToken": "tok"})
 
@@ -319,14 +336,22 @@ async def test_count_streams_progress_and_logs_before_the_result(legacy: LegacyC
     assert [m["params"]["level"] for m in seen if m["method"] == "notifications/message"] == ["info", "info"]
 
 
-async def test_ping_me_waits_for_the_clients_pong(legacy: LegacyClient) -> None:
+async def test_ping_me_waits_for_the_clients_pong(fake_legacy: LegacyClient) -> None:
+    legacy = fake_legacy
     await legacy.initialize()
     final, seen = await call_tool(legacy, "ping_me", answer=lambda request: {})
     assert [message["method"] for message in seen] == ["ping"]
     assert text_of(final) == "pong"
 
 
-async def test_url_login_requires_a_url_elicitation_once_per_session(legacy: LegacyClient) -> None:
+async def test_whoami_answers_the_authorization_of_its_call(fake_legacy: LegacyClient) -> None:
+    await fake_legacy.initialize()
+    response = await fake_legacy.request("tools/call", {"name": "whoami", "arguments": {}}, Authorization="Bearer t")
+    assert text_of(await read_answer(response)) == "Bearer t"
+
+
+async def test_url_login_requires_a_url_elicitation_once_per_session(fake_legacy: LegacyClient) -> None:
+    legacy = fake_legacy
     await legacy.initialize("2025-11-25")
 
     first, _ = await call_tool(legacy, "url_login")
@@ -340,8 +365,9 @@ async def test_url_login_requires_a_url_elicitation_once_per_session(legacy: Leg
 
 
 async def test_session_expires_with_404_after_the_configured_requests(
-    legacy: LegacyClient, backend: DemoBackend
+    fake_legacy: LegacyClient, fake: FakeBackend
 ) -> None:
+    legacy, backend = fake_legacy, fake
     backend.expire_sessions_after_requests = 1
     await legacy.initialize()
     assert (await legacy.request("ping")).status == 200
@@ -420,7 +446,8 @@ async def test_prompt_and_completion(legacy: LegacyClient) -> None:
     assert completion["result"]["completion"]["values"] == ["alpha", "beta", "gamma"]
 
 
-async def test_tools_list_pages_with_an_opaque_cursor(legacy: LegacyClient, backend: DemoBackend) -> None:
+async def test_tools_list_pages_with_an_opaque_cursor(fake_legacy: LegacyClient, fake: FakeBackend) -> None:
+    legacy, backend = fake_legacy, fake
     backend.page_size = 5
     await legacy.initialize()
 
@@ -436,12 +463,13 @@ async def test_tools_list_pages_with_an_opaque_cursor(legacy: LegacyClient, back
         if cursor is None:
             break
     assert pages == 3
-    assert len(names) == len(set(names)) == len(TOOLS)
+    assert len(names) == len(set(names)) == len(FAKE_TOOLS)
     bad = await read_answer(await legacy.request("tools/list", {"cursor": "garbage"}))
     assert bad["error"]["code"] == INVALID_PARAMS
 
 
-async def test_delete_ends_the_session(legacy: LegacyClient, backend: DemoBackend) -> None:
+async def test_delete_ends_the_session(fake_legacy: LegacyClient, fake: FakeBackend) -> None:
+    legacy, backend = fake_legacy, fake
     await legacy.initialize()
     session_id = legacy.session_id
 
@@ -452,8 +480,9 @@ async def test_delete_ends_the_session(legacy: LegacyClient, backend: DemoBacken
 
 
 async def test_cancelled_notification_ends_the_call_without_a_response(
-    legacy: LegacyClient, backend: DemoBackend
+    fake_legacy: LegacyClient, fake: FakeBackend
 ) -> None:
+    legacy, backend = fake_legacy, fake
     await legacy.initialize()
     call = await legacy.request("tools/call", {"name": "slow", "arguments": {"seconds": 60}})
     request_id = legacy._next_id - 1
@@ -466,7 +495,8 @@ async def test_cancelled_notification_ends_the_call_without_a_response(
     assert backend.cancelled == [request_id]
 
 
-async def test_injected_faults(legacy: LegacyClient, backend: DemoBackend) -> None:
+async def test_injected_faults(fake_legacy: LegacyClient, fake: FakeBackend) -> None:
+    legacy, backend = fake_legacy, fake
     await legacy.initialize()
 
     backend.fail_status = 503
@@ -488,7 +518,8 @@ async def test_injected_faults(legacy: LegacyClient, backend: DemoBackend) -> No
     assert backend.last_headers["Host"] == backend.require_host
 
 
-async def test_hang_never_answers(legacy: LegacyClient, backend: DemoBackend) -> None:
+async def test_hang_never_answers(fake_legacy: LegacyClient, fake: FakeBackend) -> None:
+    legacy, backend = fake_legacy, fake
     await legacy.initialize()
     backend.hang = True
     with pytest.raises(TimeoutError):
@@ -517,12 +548,10 @@ async def test_start_demo_backend_serves_a_real_port() -> None:
             async with asyncio.timeout(WAIT), http.post(url, json=init, headers=headers) as response:
                 headers["Mcp-Session-Id"] = response.headers["Mcp-Session-Id"]
                 assert (await read_answer(response))["result"]["protocolVersion"] == "2025-03-26"
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
-            async with (
-                asyncio.timeout(WAIT),
-                http.post(url, json=call, headers={**headers, "Authorization": "Bearer demo"}) as response,
-            ):
-                assert text_of(await read_answer(response)) == "Bearer demo"
-        assert backend.initialize_count == 1
+            params = {"name": "add", "arguments": {"a": 2, "b": 3}}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            async with asyncio.timeout(WAIT), http.post(url, json=call, headers=headers) as response:
+                assert text_of(await read_answer(response)) == "5"
+        assert list(backend.sessions) == [headers["Mcp-Session-Id"]]
     finally:
         await runner.cleanup()
