@@ -35,8 +35,8 @@ from gateway.bounded import LruTtlCache
 from gateway.calls import CallContext, CallCore, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
 from gateway.calls.context import TOOL_SCHEMA_TTL
-from gateway.calls.replay import ReplayGuard
 from gateway.calls.replayer import Replayer
+from gateway.calls.transcript import ReplayGuard
 from gateway.config.load import Settings
 from gateway.drain import Drain
 from gateway.errors import BACKEND_CAUSES

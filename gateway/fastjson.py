@@ -12,7 +12,7 @@ apart costs as much as the parse saves: a digit-run scan of 1 MiB took 2.6-32 ms
 decoded tree as long as orjson's parse, while orjson decodes a large text result no faster than the
 standard library (7.1 vs 6.9 ms for 4 MiB). :func:`loads` is the one strict spelling of the
 standard decoder (UTF-8 only, NaN and Infinity refused). The one exception is a client's request
-body (:func:`gateway.frontdoor.wire.decode_nested`): the front door walks it anyway for its
+body (:func:`gateway.frontdoor.parsing.decode_nested`): the front door walks it anyway for its
 nesting depth, so that walk also spots a float (the only trace of an integer orjson widened) and
 hands such a body to :func:`loads`.
 

@@ -8,7 +8,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from gateway.state import Claims, KeyRing, args_digest, principal_tag
+from gateway.state.claims import Claims, args_digest, principal_tag
+from gateway.state.codec import KeyRing
 
 NOW = 1_800_000_000
 OLD = b"old-secret-old-secret-old-secret-0"

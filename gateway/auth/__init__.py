@@ -2,7 +2,7 @@
 
 :mod:`gateway.auth.gate` is the front door's single hook; :mod:`gateway.auth.verify` checks bearer
 JWTs with PyJWT; :mod:`gateway.auth.jwks` fetches and caches an issuer's keys, bounded;
-:mod:`gateway.auth.keys` parses key material. Nothing here imports the front door or the call path.
+:mod:`gateway.auth.verification_keys` parses key material. Nothing here imports the front door or the call path.
 """
 
 from gateway.auth.gate import WELL_KNOWN, AuthGates, Identified, RouteGate, metadata_handler, static_keys

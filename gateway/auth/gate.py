@@ -37,7 +37,7 @@ import structlog
 from aiohttp import web
 
 from gateway.auth.jwks import JwksCache
-from gateway.auth.keys import BadKey, VerificationKey, parse_static_keys
+from gateway.auth.verification_keys import BadKey, VerificationKey, parse_static_keys
 from gateway.auth.verify import REASONS, JwtVerifier, KeySource, Refused, static_source
 from gateway.config.load import ConfigError
 from gateway.config.model import AuthConfig, ResourceMetadataConfig, RouteConfig

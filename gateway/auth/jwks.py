@@ -23,7 +23,7 @@ from collections.abc import Callable
 import aiohttp
 import structlog
 
-from gateway.auth.keys import BadKey, VerificationKey, parse_jwks
+from gateway.auth.verification_keys import BadKey, VerificationKey, parse_jwks
 from gateway.http_errors import CLIENT_FAILURES
 
 log = structlog.get_logger("gateway.auth")

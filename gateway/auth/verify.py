@@ -7,7 +7,7 @@ PyJWT does the cryptography and the registered-claim checks (signature, ``exp``,
    route's allow-list, which can only hold asymmetric algorithms (the config model has no ``none``
    and no ``HS*``).
 2. Candidate keys: those whose ``kid`` matches (every key when the token names none), filtered to
-   the ones whose family fits ``alg`` (:func:`gateway.auth.keys.compatible`). PyJWT is then called
+   the ones whose family fits ``alg`` (:func:`gateway.auth.verification_keys.compatible`). PyJWT is then called
    with exactly that one algorithm, so the header can never pick a weaker one.
 3. ``exp``, ``iss``, ``aud`` and ``sub`` are required; ``sub`` must be a non-empty string.
 
@@ -24,7 +24,7 @@ from typing import Final
 
 import jwt
 
-from gateway.auth.keys import VerificationKey, compatible
+from gateway.auth.verification_keys import VerificationKey, compatible
 from gateway.config.model import JwtConfig
 
 REASONS: Final = frozenset(

@@ -5,7 +5,7 @@
 * :mod:`~gateway.calls.core` — :class:`CallCore`: the call's lifecycle (dispatch, plain calls, the
   drive loop, rounds, resume), with replay as its strategy;
 * :mod:`~gateway.calls.rounds` — what a round asks and what a retry's answers mean (pure);
-* :mod:`~gateway.calls.replayer` and :mod:`~gateway.calls.replay` — replaying a lost hold, and its
+* :mod:`~gateway.calls.replayer` and :mod:`~gateway.calls.transcript` — replaying a lost hold, and its
   transcript's typed steps;
 * :mod:`~gateway.calls.schemas` — the bounded tool-schema cache for ``Mcp-Param-*`` checks;
 * :mod:`~gateway.calls.backend` — the :class:`~gateway.calls.backend.Lease` of a backend session

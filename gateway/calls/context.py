@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.backend_auth import BackendCredential, OutboundHeaders, RouteCredentials
 from gateway.bounded import LruTtlCache
-from gateway.calls.replay import Carry, Step
+from gateway.calls.transcript import Carry, Step
 from gateway.config.model import RouteConfig
 from gateway.legacy.pool import LegacySession, PooledSession, SessionPool
 from gateway.legacy.session import Exchange, JsonObj

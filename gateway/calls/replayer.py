@@ -1,5 +1,5 @@
 """Replaying a call whose hold is provably gone: the call core's replay strategy (the rules are in
-:mod:`gateway.calls.replay`).
+:mod:`gateway.calls.transcript`).
 
 :meth:`Replayer.start` decides (a route that allows it, a transcript sealed in the state, and proof
 the owner lost the hold) and spends the token; :meth:`Replayer.acquire` leases the fresh session
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import structlog
 
-from gateway.calls import replay
+from gateway.calls import transcript as replay_transcript
 from gateway.calls.backend import Backend, Lease
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, HoldLost, Overloaded
@@ -31,7 +31,7 @@ ABANDONED = "replay abandoned"
 
 
 class Replayer:
-    """Runs a lost hold's call again, once per hold on this replica (:class:`replay.ReplayGuard`)."""
+    """Runs a lost hold's call again, once per hold on this replica (:class:`replay_transcript.ReplayGuard`)."""
 
     def __init__(
         self,
@@ -39,7 +39,7 @@ class Replayer:
         backend: Backend,
         boundary: RequestStateBoundary,
         metrics: Metrics,
-        guard: replay.ReplayGuard,
+        guard: replay_transcript.ReplayGuard,
         state_ttl: float,
     ) -> None:
         self._backend = backend
@@ -50,7 +50,7 @@ class Replayer:
 
     def start(
         self, call: Call, claims: Claims, admit: Callable[[], None], *, proven: bool, lost: HoldLost | None
-    ) -> replay.Transcript:
+    ) -> replay_transcript.Transcript:
         """The transcript to replay the retry's call with, its token spent; or raise ``lost``.
 
         Replay needs all of: a route that allows it, a transcript in the state, and ``proven``
@@ -66,13 +66,14 @@ class Replayer:
             raise lost or HoldLost("owner_unreachable")
         route = call.route
         until = claims.extra.get("until")
-        transcript = replay.Transcript(
-            replay.plan(entries, call.request.input_responses), float(until) if isinstance(until, int | float) else None
+        transcript = replay_transcript.Transcript(
+            replay_transcript.plan(entries, call.request.input_responses),
+            float(until) if isinstance(until, int | float) else None,
         )
         lifetime = min(self._state_ttl, route.config.holds.ttl)
         try:  # a retry counts once in forwards_total: under its failed forward until the replay runs
             admit()
-            if not self._guard.consume(claims.hold_id, replay.remember_until(claims.exp, until, lifetime)):
+            if not self._guard.consume(claims.hold_id, replay_transcript.remember_until(claims.exp, until, lifetime)):
                 self._boundary.reject(route.name, "replay_consumed")
         except GatewayError:
             self._count_failed_forward(call, lost)
@@ -101,7 +102,7 @@ class Replayer:
                 self._metrics.forwards.labels(call.route.name, REPLAYED).inc()
 
     async def run(
-        self, lease: Lease, call: Call, transcript: replay.Transcript, recorded: int
+        self, lease: Lease, call: Call, transcript: replay_transcript.Transcript, recorded: int
     ) -> tuple[Exchange, FinalResponse | list[ServerRequest]]:
         """Send the call again and answer its server requests from the sealed transcript (earlier
         rounds) and this retry's ``inputResponses`` (the round that was pending) — each answer only

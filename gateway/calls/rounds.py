@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from gateway.calls.context import CallContext
-from gateway.calls.replay import Step
 from gateway.calls.request import Call
+from gateway.calls.transcript import Step
 from gateway.errors import InvalidParams
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.session import JsonObj, ServerRequest

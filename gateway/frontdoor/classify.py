@@ -47,8 +47,7 @@ from pydantic import ValidationError
 
 from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
-from gateway.frontdoor.shapes import shape_is_known_valid
-from gateway.frontdoor.wire import (
+from gateway.frontdoor.parsing import (
     accepts,
     decode_nested,
     fold,
@@ -57,6 +56,7 @@ from gateway.frontdoor.wire import (
     is_request_id,
     summarize,
 )
+from gateway.frontdoor.shapes import shape_is_known_valid
 
 __all__ = [
     "Accepted",

@@ -65,7 +65,7 @@ C = TypeVar("C", bound=HeldCall)
 
 
 class Recorded(Protocol):
-    """One question of the call as a replay would meet it again (:class:`gateway.calls.replay.Step`)."""
+    """One question of the call as a replay would meet it again (:class:`gateway.calls.transcript.Step`)."""
 
     key: str
     group: int
@@ -93,7 +93,7 @@ class Hold(Generic[C]):
     busy: bool = False
     log: list[Recorded] = field(default_factory=list)
     """Every server request of the call in arrival order, with its answer once given: sealed into
-    the state of routes that may replay a lost hold (:mod:`gateway.calls.replay`)."""
+    the state of routes that may replay a lost hold (:mod:`gateway.calls.transcript`)."""
     not_after: float = math.inf
     """Absolute deadline of the whole call (monotonic seconds): no retry re-arms the TTL past it."""
     max_rounds: int = 0

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from live import count_case, fuzz_settings
 from state_oracle import v1_plaintext
 
-from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing, StateError, args_digest, check_bindings, principal_tag
-from gateway.state.claims import MRTR_METHODS
+from gateway.state.boundary import check_bindings
+from gateway.state.claims import MRTR_METHODS, Claims, args_digest, principal_tag
+from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing, StateError
 
 NOW = 1_800_000_000
 SECRET = b"fuzz-secret-fuzz-secret-fuzz-secret"

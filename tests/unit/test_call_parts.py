@@ -11,8 +11,8 @@ import pytest
 
 from gateway.calls import Call, CallContext, CallCore, Caller, CallRequest, RouteRuntime, ToolSchemas, rounds
 from gateway.calls.backend import Lease
-from gateway.calls.replay import ReplayGuard, Step, plan
 from gateway.calls.replayer import Replayer
+from gateway.calls.transcript import ReplayGuard, Step, plan
 from gateway.config.load import parse_config
 from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
 from gateway.holds.registry import Hold, HoldRegistry, Pending

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.frontdoor import headers as header_checks
-from gateway.frontdoor.wire import ACCEPT_MEMO_CHARS, _accepts, accepts
+from gateway.frontdoor.parsing import ACCEPT_MEMO_CHARS, _accepts, accepts
 from gateway.translate import capabilities as caps
 
 _media = st.sampled_from(
@@ -29,7 +29,7 @@ def test_a_remembered_accept_verdict_is_the_parsed_one(lines: list[str]) -> None
 
 def test_a_long_accept_header_is_parsed_every_time_and_never_stored() -> None:
     long_line = "application/json, " + "text/plain, " * (ACCEPT_MEMO_CHARS // 10)
-    with mock.patch("gateway.frontdoor.wire._accepts_remembered") as remembered:
+    with mock.patch("gateway.frontdoor.parsing._accepts_remembered") as remembered:
         assert accepts([long_line]) == (True, False)
     remembered.assert_not_called()
 

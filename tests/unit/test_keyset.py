@@ -21,7 +21,8 @@ from state_oracle import NEW, NOW, OLD, make_claims
 from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.keyset import KeySet, Label
 from gateway.replicas.auth import ForwardSigner
-from gateway.state import KeyRing, StateError, codec
+from gateway.state import codec
+from gateway.state.codec import KeyRing, StateError
 from gateway.translate.cursors import Cursors, InvalidCursor
 
 START = 12345

@@ -1,6 +1,6 @@
 """A request body decodes to exactly what the standard library decodes, whichever parser ran.
 
-:func:`gateway.frontdoor.wire.decode_nested` parses with orjson and falls back to the standard
+:func:`gateway.frontdoor.parsing.decode_nested` parses with orjson and falls back to the standard
 library (:func:`gateway.fastjson.loads`) wherever the two could differ: the value (types
 included), the nesting verdict and the error must be the standard library's for every body.
 """
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import fastjson
-from gateway.frontdoor.wire import decode_nested, nesting_exceeds
+from gateway.frontdoor.parsing import decode_nested, nesting_exceeds
 
 LIMIT = 6
 

@@ -23,17 +23,10 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from state_oracle import NEW, NOW, OLD, UNSEALABLE, make_claims, v1_plaintext
 
-from gateway.state import (
-    MAX_TOKEN_LENGTH,
-    WIRE_MESSAGE,
-    Claims,
-    KeyRing,
-    StateError,
-    args_digest,
-    check_bindings,
-    generate_secret,
-    principal_tag,
-)
+from gateway.keyset import generate_secret
+from gateway.state.boundary import check_bindings
+from gateway.state.claims import Claims, args_digest, principal_tag
+from gateway.state.codec import MAX_TOKEN_LENGTH, WIRE_MESSAGE, KeyRing, StateError
 
 OTHER = b"other-secret-other-secret-other-2"
 

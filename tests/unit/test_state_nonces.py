@@ -18,7 +18,8 @@ import pytest
 from state_oracle import NOW, OLD, make_claims
 
 from gateway.keyset import b64url_decode_strict
-from gateway.state import KeyRing, codec
+from gateway.state import codec
+from gateway.state.codec import KeyRing
 
 LAST = 2**96 - 1
 

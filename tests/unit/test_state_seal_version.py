@@ -23,7 +23,8 @@ from state_oracle import NEW, NOW, OLD, UNSEALABLE, make_claims
 
 import gateway.state.codec as codec
 from gateway.config import ConfigError, parse_config
-from gateway.state import MAX_TOKEN_LENGTH, Claims, KeyRing
+from gateway.state.claims import Claims
+from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing
 
 FIELDS = tuple(f.name for f in fields(Claims))
 
