@@ -34,8 +34,8 @@ from gateway.backend_auth import RouteCredentials, check_secrets
 from gateway.bounded import LruTtlCache
 from gateway.calls import CallContext, CallCore, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
-from gateway.calls.context import TOOL_SCHEMA_TTL
 from gateway.calls.replayer import Replayer
+from gateway.calls.route import TOOL_SCHEMA_TTL
 from gateway.calls.transcript import ReplayGuard
 from gateway.config.load import Settings
 from gateway.drain import Drain

@@ -19,8 +19,9 @@ from typing import Any
 import structlog
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
-from gateway.calls.context import CallContext, Caller, RouteRuntime
+from gateway.calls.context import CallContext, Caller
 from gateway.calls.request import Call, CallRequest
+from gateway.calls.route import RouteRuntime
 from gateway.errors import BackendUnavailable, GatewayError, UpstreamError
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.backend_auth import BackendCredential, OutboundHeaders, RouteCredentials
-from gateway.bounded import LruTtlCache
+from gateway.backend_auth import BackendCredential, OutboundHeaders
+from gateway.calls.route import RouteRuntime
 from gateway.calls.transcript import Carry, Step
-from gateway.config.model import RouteConfig
-from gateway.legacy.pool import LegacySession, PooledSession, SessionPool
+from gateway.legacy.pool import LegacySession, PooledSession
 from gateway.legacy.session import Exchange, JsonObj
 from gateway.observability import tracing
-
-TOOL_SCHEMA_TTL = 60.0
-"""Seconds a backend's tool list is reused for ``Mcp-Param-*`` validation."""
-TOOL_SCHEMA_ENTRIES = 1000
-"""Default bound on cached tool lists per route (``limits.tool_schema_cache_entries``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,20 +75,3 @@ class CallContext:
         """End the backend exchange's span (failed with ``error`` when given); once."""
         span, self.span = self.span, None
         tracing.end(span, error, code, message)
-
-
-@dataclass(eq=False)
-class RouteRuntime:
-    config: RouteConfig
-    pool: SessionPool
-    credentials: RouteCredentials
-    """What the backend is sent as credentials (``backend.auth``), resolved per backend request."""
-    tool_schemas: LruTtlCache[str, dict[str, JsonObj]] = field(
-        default_factory=lambda: LruTtlCache(TOOL_SCHEMA_ENTRIES, TOOL_SCHEMA_TTL)
-    )
-    """Per credential digest: tool name → inputSchema, for ``Mcp-Param-*`` validation. Bounded
-    (least recently used first out) because every distinct credential adds an entry."""
-
-    @property
-    def name(self) -> str:
-        return self.config.name

@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gateway.calls.context import Caller, RouteRuntime
+from gateway.calls.context import Caller
+from gateway.calls.route import RouteRuntime
 from gateway.legacy.session import ServerNotification
 from gateway.state.claims import RequestIdentity, request_target
 

@@ -2,7 +2,7 @@
 
 The front door needs a tool's ``inputSchema`` to check the headers a client derived from it. Listing
 the tools on every call would double the backend traffic, so each route keeps a bounded cache
-(:attr:`~gateway.calls.context.RouteRuntime.tool_schemas`: least recently used first out, entries
+(:attr:`~gateway.calls.route.RouteRuntime.tool_schemas`: least recently used first out, entries
 kept :data:`~gateway.calls.context.TOOL_SCHEMA_TTL` seconds) keyed by the caller's credential digest:
 two callers may see different tools.
 """
