@@ -17,7 +17,7 @@ from gateway.errors import GatewayError, Overloaded
 from gateway.frontdoor.classify import Rejection
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import record_of
-from gateway.turns import LOOP_HOLD_SECONDS
+from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 
 def json_response(
@@ -56,8 +56,9 @@ class SlicedResponse(web.StreamResponse):
     loop for as long as it takes to copy, and every other request (``/healthz``) waits for it.
     Here :meth:`prepare` sends the headers, then each slice (a view, not a copy) is one ``write``,
     which waits whenever the transport's buffer is full (aiohttp's flow control), followed by a
-    turn of the loop, so a request that arrived meanwhile waits for one slice at most. aiohttp ends
-    the response (``write_eof``) once the handler's answer is prepared.
+    turn of the loop (:func:`~gateway.turns.give_turn`), so a request that arrived meanwhile waits
+    for one slice at most. aiohttp ends the response (``write_eof``) once the handler's answer is
+    prepared.
     """
 
     def __init__(self, body: bytes, status: int = 200, headers: Mapping[str, str] | None = None) -> None:
@@ -74,13 +75,14 @@ class SlicedResponse(web.StreamResponse):
         view = memoryview(body)
         for offset in range(0, len(view), WRITE_SLICE_BYTES):
             await self.write(view[offset : offset + WRITE_SLICE_BYTES])
-            await asyncio.sleep(0)  # what arrived while the slice was copied is served before the next
+            await give_turn()  # what arrived while the slice was copied is read before the next
         return writer
 
 
 async def encoded(message: Mapping[str, Any]) -> bytes:
     """``message`` encoded (:func:`gateway.envelopes.encode`), then, if that held the event loop past
-    :data:`~gateway.turns.LOOP_HOLD_SECONDS`, a turn of the loop before the caller writes it.
+    :data:`~gateway.turns.LOOP_HOLD_SECONDS`, a turn of the loop (:func:`~gateway.turns.give_turn`)
+    before the caller writes it.
 
     A multi-MiB result takes milliseconds to encode (4 MiB: about 3 ms) and as long again to hand
     to the socket; with the turn between them other requests (``/healthz``) wait for one of the two,
@@ -90,7 +92,7 @@ async def encoded(message: Mapping[str, Any]) -> bytes:
     started = loop.time()
     body = envelopes.encode(message)
     if loop.time() - started > LOOP_HOLD_SECONDS:
-        await asyncio.sleep(0)
+        await give_turn()
     return body
 
 
