@@ -3,8 +3,8 @@ official mcp 2.3.0 client (mode "2026-07-28") against a real mcp 1.30.0 FastMCP 
 server that prints banners and debug lines on stdout.
 
 While a multi-MiB result crosses the gateway, /healthz must keep answering: the bound asserted is
-generous (it only rules out a stalled event loop); the measured figures come from
-``bench/large_results.py``.
+generous (it only rules out a stalled event loop; the client runs in a loop of its own, so its work
+is not counted as the gateway's); the measured figures come from ``bench/large_results.py``.
 """
 
 from __future__ import annotations
@@ -69,17 +69,28 @@ async def test_mib_sized_arguments_through_the_official_client(legacy_server: st
                 assert text_of(await client.call_tool("echo", {"text": text})) == text
 
 
+def _echo_in_own_loop(gateway: GatewayHandle, text: str) -> str:
+    """The official client's call, run in a thread with an event loop of its own: encoding 3 MiB and
+    validating 6 MiB is the client's work, and in the gateway's loop it would be measured as a stall
+    of the gateway (the GIL still hands the gateway's thread a turn every few milliseconds)."""
+
+    async def echo() -> str:
+        with anyio.fail_after(FLOW_TIMEOUT * 3):
+            async with official_client(gateway) as client:
+                return text_of(await client.call_tool("echo", {"text": text}))
+
+    return asyncio.run(echo())
+
+
 async def test_a_multi_mib_result_does_not_stall_healthz(legacy_server: str) -> None:
     # FastMCP refuses bodies over 4 MiB, so the argument stays under that; its result carries the
     # text twice (content and structuredContent): a 6 MiB result, one SSE event.
     text = "abcdefghijklmnop" * (3 * MIB // 16)
     gateway_route = route("legacy", "/mcp", legacy_server, backend={"timeout": 60})
     async with running_gateway([gateway_route]) as gateway:
-        with anyio.fail_after(FLOW_TIMEOUT * 3):
-            async with official_client(gateway) as client:
-                async with healthz_probe(gateway) as latencies:
-                    result = await client.call_tool("echo", {"text": text})
-                assert text_of(result) == text
+        async with healthz_probe(gateway) as latencies:
+            echoed = await asyncio.to_thread(_echo_in_own_loop, gateway, text)
+        assert echoed == text
     assert latencies, "the probe never ran"
     assert max(latencies) < HEALTHZ_BOUND
 
