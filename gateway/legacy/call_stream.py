@@ -14,7 +14,7 @@ import aiohttp
 from gateway.errors import BackendUnavailable
 from gateway.legacy.session import Exchange
 from gateway.legacy.sse import SSEParser
-from gateway.legacy.wire import backend_errors, drain, jittered, sse_pieces
+from gateway.legacy.wire import backend_errors, jittered, release_at_end, sse_pieces
 from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 
 RESUME_ATTEMPTS = 3
@@ -39,9 +39,9 @@ class CallStream:
 
     A stream cut before the answer is resumed with ``Last-Event-ID``, up to ``RESUME_ATTEMPTS``
     times. Parsing holds the event loop at most about :data:`~gateway.turns.LOOP_HOLD_SECONDS` at a
-    time, as :func:`~gateway.legacy.wire.sse_events` does. Once the answer is in, the rest of the
-    stream is drained (:func:`~gateway.legacy.wire.drain`, bounded) so that its connection goes back
-    to aiohttp's pool for the next request.
+    time, as :func:`~gateway.legacy.wire.sse_events` does. Once the answer is in, the reader ends:
+    the rest of the stream is not read, and its connection goes back to aiohttp's pool when its end
+    arrives (:func:`~gateway.legacy.wire.release_at_end`, bounded in time).
     """
 
     __slots__ = ("_ended", "_exchange", "_last_id", "_over", "_parser", "_resp", "_retry_ms", "_session")
@@ -60,9 +60,10 @@ class CallStream:
         """The answer or a failure is in: nothing more is read but the drain."""
 
     async def run(self) -> None:
-        """Read the stream to the answer (resuming it when it is cut), then drain it."""
+        """Read the stream to the answer (resuming it when it is cut), and no further."""
         exchange = self._exchange
         attempts = 0
+        answered = False
         try:
             while not self._over:
                 if self._ended:
@@ -75,10 +76,7 @@ class CallStream:
                     exchange.receiving = self._parser.mid_event
                     self._ended = False
                 await self._read()
-            if exchange.answered:
-                exchange.draining = True
-                await drain(self._resp)
-                self._resp.release()
+            answered = True
         except BackendUnavailable as exc:
             self._fail(exc)
         except asyncio.CancelledError:
@@ -87,7 +85,10 @@ class CallStream:
             raise
         finally:
             exchange.receiving = None
-            self._resp.release()  # (again, harmless) whatever ended the read: the connection is not kept
+            if answered:
+                release_at_end(self._resp)  # the rest is not read; the connection is kept
+            else:
+                self._resp.release()  # (again, harmless) whatever ended the read: the connection is not kept
 
     async def _read(self) -> None:
         """Read what has arrived and route the messages it completes."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -91,8 +90,8 @@ class EventQueue(Generic[_T]):
                 unless.remove_done_callback(getter_expiry)
             if not getter.done():
                 getter.cancel()
-            with contextlib.suppress(ValueError):
-                self._getters.remove(getter)  # still in line: timed out or cancelled
+            if getter in self._getters:  # still in line: timed out or cancelled (a woken one was taken off)
+                self._getters.remove(getter)
 
 
 def _expire(getter: asyncio.Future[bool]) -> None:

@@ -18,10 +18,14 @@ timeout, :meth:`Exchange.poll` gathers a round within its window. It reads nothi
 fills the queue is a reader task of the session (its standalone stream, its one demultiplexed
 stream, or the SSE answer of the exchange's own POST, :attr:`Exchange.reader`), owned by the
 session's task group: the session ends its readers when it closes, the exchange stops its own
-answer reader when its call is done with it. A plain pass-through call has its answer reader too:
-measured in isolation, the task costs 25-60 µs per call more than a read by the waiting task, under
-1 % of a pass-through round (6-15 ms through the gateway in ``python -m bench --only passthrough``,
-whose figures do not move beyond their run-to-run spread without it), so no call is read without one.
+answer reader when its call is done with it. A reader ends with its answer (the rest of the stream is
+not read: :func:`~gateway.legacy.wire.release_at_end`). A plain pass-through call has its answer
+reader too. Reading the answer in the waiting task instead saves that task's two turns of the event
+loop, but then a server request arriving on the standalone stream has to interrupt the read, which
+takes a cancellation of the waiting task. Measured with an uninterruptible inline read (5 B
+``tools/call`` at c=1 through a FastMCP backend, 1,000 calls per path interleaved on a shared 2-core
+machine): gateway minus direct 2.74 ms with or without it, CPU 2.82 instead of 2.90 ms a call - not
+worth that cancellation, so no call is read without a reader.
 
 A server request that arrives while no call owns the session (typically ``roots/list`` right after
 ``notifications/initialized``, which many servers ask once and cache) is *unclaimed*: the session
@@ -92,15 +96,12 @@ class Exchange:
     method: str
     queue: EventQueue[ExchangeEvent | BackendUnavailable] = field(default_factory=EventQueue)
     reader: asyncio.Task[None] | None = None
-    """The session's task that reads this exchange's own answer stream, if it has one; stopped by
-    :meth:`close_nowait` / :meth:`aclose` unless it is only draining."""
+    """The session's task that reads this exchange's own answer stream, if it has one (it ends with
+    the answer); stopped by :meth:`close_nowait` / :meth:`aclose`."""
     done: bool = False
     """The call is done with the exchange: it has its answer or a failure, or was closed."""
     answered: bool = False
     """The final response (or a failure) has been pushed; the reader may stop."""
-    draining: bool = False
-    """The reader has pushed the final response and is reading the rest of its stream (a bounded
-    drain, see :func:`~gateway.legacy.wire.drain`) so that its connection goes back to the pool."""
     receiving: Callable[[], bool] | None = None
     """Set by a transport that can tell: part of a message has arrived, the rest has not yet."""
     settle: Callable[[], Awaitable[None]] | None = None
@@ -251,14 +252,11 @@ class Exchange:
                 self.unanswered(item)
 
     def close_nowait(self) -> None:
-        """Stop the reader without waiting (it releases its HTTP response as it unwinds).
-
-        A reader that is only draining after the answer is left to finish: cancelling it would close
-        a connection the next request could have reused (one new TCP connection per call)."""
+        """Stop the reader without waiting (it releases its HTTP response as it unwinds)."""
         self.done = True
         self._give_back_unread()
         self._end_fence()
-        if self.reader is not None and not self.reader.done() and not self.draining:
+        if self.reader is not None and not self.reader.done():
             self.reader.cancel()
 
     async def aclose(self) -> None:

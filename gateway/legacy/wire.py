@@ -12,7 +12,6 @@ only readers of a backend HTTP body, both bounded in bytes and in how long they 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 from collections.abc import AsyncIterator, Iterator
@@ -219,19 +218,23 @@ def message_size(raw: str | bytes, count: int) -> int:
     return len(raw) // max(count, 1) + 1
 
 
-DRAIN_BYTES = 64 * 1024
-DRAIN_SECONDS = 0.5
+END_SECONDS = 0.5
+"""Seconds the end of an answered stream may take to arrive before its connection is closed."""
 
 
-async def drain(resp: aiohttp.ClientResponse) -> None:
-    """Read what is left of a response whose answer has been read (the end of an SSE stream), so
-    that releasing it returns the connection to the pool instead of closing it. Bounded in bytes
-    and time: a stream that goes on past them is released anyway, and its connection closed."""
-    left = DRAIN_BYTES
-    with contextlib.suppress(*CLIENT_FAILURES, ValueError):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            while left > 0 and (chunk := await resp.content.readany()):
-                left -= len(chunk)
+def release_at_end(resp: aiohttp.ClientResponse) -> None:
+    """Give up a response whose answer has been read, keeping its connection for the next request.
+
+    What is left of it (the end of an SSE stream, most often already received) is not read: aiohttp
+    hands the connection back to its pool when the end arrives, unread bytes or not. A stream whose
+    end has not come within :data:`END_SECONDS` is released then, and its connection closed; what it
+    sends meanwhile is bounded by aiohttp's flow control (its reading pauses at twice the stream's
+    64 KiB limit). No task waits for it: one timer, cancelled by the end.
+    """
+    if resp.closed:
+        return  # its end has arrived already (or it was released)
+    timer = asyncio.get_running_loop().call_later(END_SECONDS, resp.release)
+    resp.content.on_eof(timer.cancel)
 
 
 async def read_bounded(content: aiohttp.StreamReader, limit: int, *, what: str) -> bytes:

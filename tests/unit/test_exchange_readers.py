@@ -19,12 +19,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 from harness import serving
+from waiting import eventually
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.events import EventQueue
 from gateway.legacy.session import FinalResponse, ServerRequest
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
+from gateway.legacy.wire import END_SECONDS, release_at_end
 
 WAIT = 5.0
 Json = dict[str, Any]
@@ -176,8 +178,8 @@ async def test_a_request_on_the_standalone_stream_reaches_the_call_its_reader_an
 async def test_pass_through_answers_reuse_the_backend_connection(
     backend: FakeBackend, session: StreamableHttpSession
 ) -> None:
-    """Each answered stream is drained by its reader and gives its connection back: the calls
-    share one or two connections (the standalone stream holds one of its own)."""
+    """A reader ends with the answer; the stream's end, which follows it, gives the connection
+    back: the calls share one or two connections (the standalone stream holds one of its own)."""
     calls = 10
     for _ in range(calls):
         async with asyncio.timeout(WAIT):
@@ -185,9 +187,43 @@ async def test_pass_through_answers_reuse_the_backend_connection(
             backend.call_events.put_nowait(ANSWER)
             backend.call_events.put_nowait(None)
             assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
-            await exchange.aclose()  # the reader drains the stream's end and is awaited
+            assert exchange.reader is not None
+            assert exchange.reader.done()  # it read up to the answer, and no further
+            await exchange.aclose()
     assert backend.calls == calls
     assert len(backend.peers) < calls // 2, f"{len(backend.peers)} connections for {calls} calls"
+
+
+async def test_an_answered_response_gives_its_connection_back_at_its_end_or_is_closed_after_a_bound(
+    backend: FakeBackend,
+) -> None:
+    """What follows an answer is not read: a stream whose end arrives gives its connection back to
+    the pool (the next request reuses it); one whose end does not come within ``END_SECONDS`` is
+    released, its connection closed (the next request opens another)."""
+    async with aiohttp.ClientSession() as http, asyncio.timeout(WAIT):
+
+        async def answered_stream() -> aiohttp.ClientResponse:
+            resp = await http.post(backend.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call"})
+            assert (await resp.content.readany()).startswith(b"event: message")
+            return resp
+
+        backend.call_events.put_nowait(ANSWER)
+        ended = await answered_stream()
+        release_at_end(ended)
+        backend.call_events.put_nowait(None)  # its end comes after the answer was read
+        await eventually(lambda: ended.closed, what="the response released at its end")
+        backend.call_events.put_nowait(ANSWER)
+        endless = await answered_stream()
+        assert len(backend.peers) == 1, "the second request reused the first one's connection"
+        release_at_end(endless)
+        await asyncio.sleep(END_SECONDS / 2)
+        assert not endless.closed, "released before its end had END_SECONDS to come"
+        await eventually(lambda: endless.closed, what="the endless response released after END_SECONDS")
+        backend.call_events.put_nowait(None)
+        backend.call_events.put_nowait(ANSWER)
+        backend.call_events.put_nowait(None)
+        (await answered_stream()).release()
+        assert len(backend.peers) == 2, "the endless stream's connection was closed, not kept"
 
 
 async def test_closing_the_session_ends_its_readers_and_fails_the_call_still_waiting(backend: FakeBackend) -> None:

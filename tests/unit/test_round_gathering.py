@@ -156,23 +156,6 @@ async def test_closing_the_exchange_cancels_a_ping_that_is_out() -> None:
     assert fence.cancelled()
 
 
-async def test_closing_leaves_a_reader_that_only_drains_the_answered_stream() -> None:
-    """Cancelling a reader that is reading the rest of an answered stream would close a connection
-    the next request could reuse; a reader still waiting for the answer is cancelled."""
-    for draining in (True, False):
-        exchange = Exchange(request_id=1, method="tools/call")
-        rest_read = asyncio.Event()
-        exchange.reader = asyncio.ensure_future(wait_for(rest_read))
-        exchange.draining = draining
-        exchange.close_nowait()
-        await asyncio.sleep(0)
-        assert exchange.reader.cancelled() is not draining
-        rest_read.set()
-        async with asyncio.timeout(BOUND):
-            with contextlib.suppress(asyncio.CancelledError):
-                await exchange.reader
-
-
 async def test_a_backend_that_fails_the_ping_is_gathered_by_silence_around_a_ping() -> None:
     """No fence: silence, a ping whatever its outcome (its round trip is as slow as the backend),
     silence; a request arriving during that ping still joins the round."""
