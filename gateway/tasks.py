@@ -30,6 +30,8 @@ log = structlog.get_logger("gateway.tasks")
 class TaskGroup:
     """A set of background tasks that ends together: :meth:`spawn` adds one, :meth:`aclose` ends all."""
 
+    __slots__ = ("_closed", "_tasks", "name")  # every legacy session and held exchange has one
+
     def __init__(self, name: str) -> None:
         self.name = name
         self._tasks: set[asyncio.Task[None]] = set()
