@@ -202,7 +202,7 @@ class LegacySessionBase(abc.ABC):
     def _new_exchange(self, request_id: int | str, method: str) -> BoundedExchange:
         """An exchange bounded by the route's limits; crossing one breaks this session."""
         exchange = BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
-        exchange.settle = self.ping_round_trip
+        exchange.settle, exchange.fences = self.ping_round_trip, self._tasks
         exchange.on_unread = self._unread
         return exchange
 

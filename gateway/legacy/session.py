@@ -112,9 +112,9 @@ class Exchange:
     """Told each server request no reader will answer (:meth:`unanswered`); the session answers it."""
     _turn_since: float | None = field(default_factory=time.monotonic)
     _answer_time: float | None = None
-    _fences: TaskGroup | None = None
-    """Owns the current round's ``settle`` while it is out (see :meth:`poll`); ended with the exchange.
-    Made by the first round gathered: most exchanges (every pass-through call) gather none."""
+    fences: TaskGroup | None = None
+    """The group that runs a round's ``settle`` while it is out (see :meth:`poll`): the session's, as
+    for every task that reads or writes on it. Rounds are fenced only with both ``settle`` and this."""
     _fence: asyncio.Task[None] | None = None
     _fence_answered: bool = False
     _unfenced: bool = False
@@ -171,12 +171,10 @@ class Exchange:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
         item: ExchangeEvent | BackendUnavailable | None = None
-        if self.settle is not None and window > 0 and not self._unfenced:
+        if self.settle is not None and self.fences is not None and window > 0 and not self._unfenced:
             if self._fence is None:
                 self._fence_answered = False
-                if self._fences is None:
-                    self._fences = TaskGroup("legacy-round-fence")
-                self._fence = self._fences.spawn(self._fenced(self.settle), name="legacy-round-fence")
+                self._fence = self.fences.spawn(self._fenced(self.settle), name="legacy-round-fence")
             item = await self.queue.get_until(deadline, unless=self._fence)
             if item is None:
                 self._unfenced = not self._end_fence() and loop.time() < deadline
@@ -264,8 +262,6 @@ class Exchange:
 
     async def aclose(self) -> None:
         self.close_nowait()
-        if self._fences is not None:
-            await self._fences.aclose()
         if self.reader is not None and not self.reader.done():
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.reader

@@ -8,6 +8,7 @@ import contextlib
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.session import Exchange, FinalResponse, ServerRequest
+from gateway.tasks import TaskGroup
 
 LONG_WINDOW = 3600.0
 """A window no test can sit out: a poll that waited for it would hit the test's timeout."""
@@ -23,12 +24,17 @@ async def wait_for(event: asyncio.Event) -> None:
     await event.wait()
 
 
+def session_exchange() -> Exchange:
+    """An exchange as a session makes it: its round fences run in a group (the session's)."""
+    return Exchange(request_id=1, method="tools/call", fences=TaskGroup("test-session"))
+
+
 def request(n: int) -> ServerRequest:
     return ServerRequest(n, "elicitation/create", {"message": str(n)})
 
 
 async def test_the_round_ends_once_the_backend_answered_a_ping_with_nothing_new() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     pings = 0
 
     async def settle() -> None:
@@ -43,7 +49,7 @@ async def test_the_round_ends_once_the_backend_answered_a_ping_with_nothing_new(
 
 async def test_a_request_sent_before_the_ping_answer_joins_the_round() -> None:
     """The server was descheduled between its two writes: the second arrives before its ping answer."""
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
 
     async def settle() -> None:
         exchange.push(request(2))
@@ -54,7 +60,7 @@ async def test_a_request_sent_before_the_ping_answer_joins_the_round() -> None:
 
 
 async def test_requests_already_received_are_taken_without_waiting() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     exchange.settle = never
     exchange.push(request(1))
     exchange.push(request(2))
@@ -64,7 +70,7 @@ async def test_requests_already_received_are_taken_without_waiting() -> None:
 
 
 async def test_a_half_received_message_is_awaited_before_the_ping() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     exchange.receiving = lambda: True
     exchange.settle = never  # not reached: the message completes first
     loop = asyncio.get_running_loop()
@@ -74,7 +80,7 @@ async def test_a_half_received_message_is_awaited_before_the_ping() -> None:
 
 
 async def test_a_failed_ping_ends_the_round() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
 
     async def settle() -> None:
         raise BackendUnavailable("timeout", "no pong")
@@ -85,7 +91,7 @@ async def test_a_failed_ping_ends_the_round() -> None:
 
 
 async def test_the_window_bounds_a_ping_that_never_comes_back() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     exchange.settle = never
     async with asyncio.timeout(BOUND):
         assert await exchange.poll(0.05) is None
@@ -94,7 +100,7 @@ async def test_the_window_bounds_a_ping_that_never_comes_back() -> None:
 async def test_one_ping_fences_every_request_that_arrives_while_it_is_out() -> None:
     """The ping leaves as soon as the round is gathered (no silence first) and is not sent again for
     requests that arrive while it is out; the next round sends its own."""
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     pings = 0
     answer = asyncio.Event()
 
@@ -120,7 +126,7 @@ async def test_one_ping_fences_every_request_that_arrives_while_it_is_out() -> N
 
 
 async def test_a_final_answer_while_the_ping_is_out_cancels_the_ping() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     cancelled = asyncio.Event()
 
     async def settle() -> None:
@@ -139,7 +145,7 @@ async def test_a_final_answer_while_the_ping_is_out_cancels_the_ping() -> None:
 
 
 async def test_closing_the_exchange_cancels_a_ping_that_is_out() -> None:
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     exchange.settle = never
     poll = asyncio.ensure_future(exchange.poll(LONG_WINDOW))
     await asyncio.sleep(0)
@@ -159,7 +165,7 @@ async def test_closing_the_exchange_cancels_a_ping_that_is_out() -> None:
 async def test_a_backend_that_fails_the_ping_is_gathered_by_silence_around_a_ping() -> None:
     """No fence: silence, a ping whatever its outcome (its round trip is as slow as the backend),
     silence; a request arriving during that ping still joins the round."""
-    exchange = Exchange(request_id=1, method="tools/call")
+    exchange = session_exchange()
     pings = 0
 
     async def settle() -> None:
