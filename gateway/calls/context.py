@@ -45,7 +45,7 @@ class Caller:
         return f"{self.principal or ''}\n{forwarded}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CallContext:
     """A call's lease: the backend session it holds (never absent while the lease lives), the exchange
     running on it, and what a hold keeps between rounds. Released once (:attr:`released`)."""

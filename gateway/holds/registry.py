@@ -76,7 +76,7 @@ class Recorded(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Hold(Generic[C]):
     id: str
     route: str

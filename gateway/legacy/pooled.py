@@ -16,7 +16,7 @@ PoolKey = tuple[str, str]
 """(digest of the client's credential, the client's normalized capabilities)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PooledSession:
     key: PoolKey
     session: LegacySession

@@ -87,7 +87,7 @@ class FinalResponse:
 ExchangeEvent = ServerRequest | ServerNotification | FinalResponse
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Exchange:
     """One request in flight on a backend session: the queue its events arrive in, read with a
     deadline (:meth:`next`) or a round's window (:meth:`poll`)."""
