@@ -33,6 +33,11 @@ class StreamOwner(Protocol):
 
     def mark_broken(self) -> None: ...
 
+    @property
+    def ending(self) -> set[aiohttp.ClientResponse]:
+        """Answered responses whose end has not arrived yet (released when the session closes)."""
+        ...
+
 
 class CallStream:
     """One POST's SSE stream, read to its exchange's answer by :meth:`run`.
@@ -86,7 +91,7 @@ class CallStream:
         finally:
             exchange.receiving = None
             if answered:
-                release_at_end(self._resp)  # the rest is not read; the connection is kept
+                release_at_end(self._resp, self._session.ending)  # the rest is not read; the connection is kept
             else:
                 self._resp.release()  # (again, harmless) whatever ended the read: the connection is not kept
 

@@ -60,6 +60,8 @@ class StreamableHttpSession(HttpSessionBase):
         self._get_task: asyncio.Task[None] | None = None
         self._get_answered = asyncio.Event()
         """Set once the backend has answered the standalone GET (stream open, 405, or failure)."""
+        self.ending: set[aiohttp.ClientResponse] = set()
+        """Answered call streams whose end has not arrived yet (:func:`~gateway.legacy.wire.release_at_end`)."""
 
     @property
     def session_id(self) -> str | None:
@@ -99,8 +101,9 @@ class StreamableHttpSession(HttpSessionBase):
 
     async def _end_transport(self) -> None:
         """Stop the GET stream first (the DELETE ends it on the backend's side, which its reader
-        would take for a dropped stream), then DELETE the session (best effort); the calls'
-        streams are cancelled after it, with the session's other tasks."""
+        would take for a dropped stream), then DELETE the session (best effort) and release the
+        answered streams still waiting for their end; the calls' streams are cancelled after it,
+        with the session's other tasks."""
         if self._get_task is not None:
             self._get_task.cancel()
             await asyncio.wait([self._get_task])
@@ -110,6 +113,9 @@ class StreamableHttpSession(HttpSessionBase):
                     "DELETE", self._url, what="close", headers=self._headers(), timeout=aiohttp.ClientTimeout(total=5)
                 )
                 resp.release()
+        for answered in list(self.ending):  # their connections are not kept past the session
+            answered.release()
+        self.ending.clear()
 
     # -- requests ---------------------------------------------------------------------------
 

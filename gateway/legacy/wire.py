@@ -222,19 +222,30 @@ END_SECONDS = 0.5
 """Seconds the end of an answered stream may take to arrive before its connection is closed."""
 
 
-def release_at_end(resp: aiohttp.ClientResponse) -> None:
+def release_at_end(resp: aiohttp.ClientResponse, ending: set[aiohttp.ClientResponse]) -> None:
     """Give up a response whose answer has been read, keeping its connection for the next request.
 
     What is left of it (the end of an SSE stream, most often already received) is not read: aiohttp
     hands the connection back to its pool when the end arrives, unread bytes or not. A stream whose
     end has not come within :data:`END_SECONDS` is released then, and its connection closed; what it
     sends meanwhile is bounded by aiohttp's flow control (its reading pauses at twice the stream's
-    64 KiB limit). No task waits for it: one timer, cancelled by the end.
+    64 KiB limit). No task waits for it: one timer, cancelled by the end. Until then the response is
+    in ``ending``, its session's, which releases what is still there when it closes.
     """
     if resp.closed:
         return  # its end has arrived already (or it was released)
-    timer = asyncio.get_running_loop().call_later(END_SECONDS, resp.release)
-    resp.content.on_eof(timer.cancel)
+    ending.add(resp)
+
+    def ended() -> None:
+        timer.cancel()
+        ending.discard(resp)
+
+    def give_up() -> None:
+        ending.discard(resp)
+        resp.release()
+
+    timer = asyncio.get_running_loop().call_later(END_SECONDS, give_up)
+    resp.content.on_eof(ended)
 
 
 async def read_bounded(content: aiohttp.StreamReader, limit: int, *, what: str) -> bytes:

@@ -209,16 +209,20 @@ async def test_an_answered_response_gives_its_connection_back_at_its_end_or_is_c
 
         backend.call_events.put_nowait(ANSWER)
         ended = await answered_stream()
-        release_at_end(ended)
+        ending: set[aiohttp.ClientResponse] = set()
+        release_at_end(ended, ending)
+        assert ending == {ended}
         backend.call_events.put_nowait(None)  # its end comes after the answer was read
         await eventually(lambda: ended.closed, what="the response released at its end")
+        assert not ending, "an ended response is no longer the session's to release"
         backend.call_events.put_nowait(ANSWER)
         endless = await answered_stream()
         assert len(backend.peers) == 1, "the second request reused the first one's connection"
-        release_at_end(endless)
+        release_at_end(endless, ending)
         await asyncio.sleep(END_SECONDS / 2)
         assert not endless.closed, "released before its end had END_SECONDS to come"
         await eventually(lambda: endless.closed, what="the endless response released after END_SECONDS")
+        assert not ending
         backend.call_events.put_nowait(None)
         backend.call_events.put_nowait(ANSWER)
         backend.call_events.put_nowait(None)
@@ -276,3 +280,18 @@ async def test_a_stdio_session_owns_its_process_and_its_pipe_readers(tmp_path: P
         assert session.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid or 0, 0)
+
+
+async def test_closing_the_session_releases_an_answered_stream_still_waiting_for_its_end(backend: FakeBackend) -> None:
+    async with aiohttp.ClientSession() as http, asyncio.timeout(WAIT):
+        async with unopened(http, backend) as session:
+            exchange = await session.start("tools/call", {"name": "t", "arguments": {}}, {}, owner=True)
+            backend.call_events.put_nowait(ANSWER)  # and no end
+            assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
+            await eventually(lambda: len(session.ending) == 1, what="the answered stream waiting for its end")
+            (answered,) = session.ending
+            assert not answered.closed
+        assert answered.closed, "the session's close released it"
+        assert not session.ending
+        backend.call_events.put_nowait(None)
+        backend.get_events.put_nowait(None)
