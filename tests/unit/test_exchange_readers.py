@@ -290,7 +290,8 @@ async def test_closing_the_session_releases_an_answered_stream_still_waiting_for
             assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
             await eventually(lambda: len(session.ending) == 1, what="the answered stream waiting for its end")
             (answered,) = session.ending
-            assert not answered.closed
+            open_before_close = not answered.closed
+        assert open_before_close
         assert answered.closed, "the session's close released it"
         assert not session.ending
         backend.call_events.put_nowait(None)
