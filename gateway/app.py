@@ -11,7 +11,8 @@ Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registrati
 2. end every ``subscriptions/listen`` stream with its final result, and old clients' streams at
    their next quiet moment (``on_shutdown``);
 3. stop re-reading key files;
-4. expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
+4. end the tasks still running (their backend work is cancelled in the background group), then
+   expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
    legacy tools finish instead of hanging (the expiries are awaited);
 5. close every backend session with ``DELETE`` (the session reaper stops first);
 6. cancel and await what is still running in the background (cancellations of abandoned calls,
@@ -51,6 +52,7 @@ from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
 from gateway.listen import ListenHubs
+from gateway.mcptasks import TaskIds, TaskService, TaskTable
 from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import request_middleware
@@ -82,6 +84,7 @@ def build_app(settings: Settings) -> web.Application:
     app[keys.DRAIN] = drain
     app[keys.READY] = {"routes": False}
     app[keys.BACKGROUND] = TaskGroup("background")
+    app[keys.MCP_TASKS] = TaskGroup("mcp-tasks")
     check_secrets(config.routes)  # an unreadable backend secret is a configuration error, named by its path
     door = app[keys.DOOR] = _front_door(app, settings, metrics)
     app[keys.ROUTES] = door.routes
@@ -102,6 +105,7 @@ def build_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_background_tasks)
     app.cleanup_ctx.append(_routes)
     app.cleanup_ctx.append(_holds)
+    app.cleanup_ctx.append(_mcp_tasks)
     app.cleanup_ctx.append(_state_keys_reload)
     app.cleanup_ctx.append(loop_lag_context(metrics.loop_lag.observe))
     return app
@@ -150,7 +154,28 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         guard=ReplayGuard(limits.replay_memory, limits.retry_after),
         state_ttl=config.state.ttl,
     )
-    core = CallCore(backend=backend, registry=registry, boundary=boundary, metrics=metrics, replayer=replayer)
+    tasks = TaskService(
+        ids=TaskIds(state_keys),
+        table=TaskTable(
+            max_tasks=limits.max_tasks,
+            max_per_principal=limits.max_tasks_per_principal,
+            max_result_bytes=limits.max_task_result_bytes,
+            retry_after=limits.retry_after,
+            metrics=metrics,
+        ),
+        backend=backend,
+        metrics=metrics,
+        group=app[keys.MCP_TASKS],
+        background=app[keys.BACKGROUND],
+        replica_id=settings.replica_id,
+        boot=boundary.boot,
+        advertise_url=config.replicas.advertise_url,
+        principal_tag=boundary.principal,
+        draining=lambda: drain.draining,
+    )
+    core = CallCore(
+        backend=backend, registry=registry, boundary=boundary, metrics=metrics, replayer=replayer, tasks=tasks
+    )
     signer = ForwardSigner(state_keys)
     return FrontDoor(
         settings=settings,
@@ -170,6 +195,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         schemas=ToolSchemas(core.call),
         hop=ReplicaHop(config.replicas, signer, metrics, http),
         drain=drain,
+        tasks=tasks,
         http=http,
     )
 
@@ -258,6 +284,15 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
     async with _periodic("hold-reaper", REAP_INTERVAL / 4, registry.reap):
         yield
     await registry.close()
+
+
+async def _mcp_tasks(app: web.Application) -> AsyncIterator[None]:
+    """Tasks run in the ``mcp-tasks`` group while the app runs; finished ones are swept every second.
+    At shutdown the running ones are ended (their backend work cancelled in the background group)."""
+    table = app[keys.DOOR].tasks.table
+    async with _periodic("task-sweeper", REAP_INTERVAL, table.sweep):
+        yield
+    await app[keys.MCP_TASKS].aclose()
 
 
 async def _state_keys_reload(app: web.Application) -> AsyncIterator[None]:

@@ -6,7 +6,8 @@ Tree (every exception the gateway raises for a client to hear about; status from
     ├── _Condition                    -32603 + data.reason/data.cause: the gateway's own conditions
     │   ├── BackendUnavailable        data.reason "backend_unavailable"  HTTP 502
     │   ├── Overloaded                data.reason "overloaded"           HTTP 503 + Retry-After
-    │   │   └── Draining              data.reason "draining"             HTTP 503 + Retry-After
+    │   │   ├── Draining              data.reason "draining"             HTTP 503 + Retry-After
+    │   │   └── TaskLimitReached      a call that would become a task past limits.max_tasks* (its own cause)
     │   └── HoldLost                  data.reason "hold_lost"            HTTP 502
     │       └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
@@ -15,7 +16,13 @@ Tree (every exception the gateway raises for a client to hear about; status from
     │                                 -32042 stands) and a listener's refused resources/subscribe
     ├── InvalidRequestState           -32602  HTTP 400  requestState failed to unseal or bind (fixed message)
     ├── InvalidParams                 -32602  HTTP 400
+    ├── TaskNotFound                  -32602  HTTP 400  a task id that does not open or names no task here
+    │                                                   (one fixed message, whatever the reason)
+    ├── MethodNotFound                -32601  HTTP 404  tasks/* on a route without tasks
     └── MissingCapability             -32021  HTTP 400  data.requiredCapabilities
+
+    A task's own failure is no exception: ``failed`` with an error object in ``tasks/get``; the
+    gateway's own reasons for it (a lost task) are :data:`TASK_LOST_REASONS` (:func:`task_lost`).
 
     Rejection (gateway.frontdoor.classify)   a value, not an exception: decided before any I/O; its
                                               status comes from the same table, and only the code-less
@@ -25,6 +32,7 @@ Internal signals that never reach a client as themselves, and what they become::
 
     StateError (state.codec), RefusedHold (holds.registry)   → InvalidRequestState (state.boundary)
     MalformedInputResponse (translate.inputs), InvalidCursor  → InvalidParams
+    TaskIdRejected (mcptasks.ids), a task not in the table      → TaskNotFound
     MemoryFull (bounded)                                       → Overloaded
     SessionExpired (legacy.session)                            → one re-initialization, else BackendUnavailable
     Refused (auth.verify)                                      → HTTP 401/403 from the route's auth gate
@@ -98,6 +106,19 @@ BACKEND_CAUSES: Final[Mapping[str, str]] = MappingProxyType(
 series are created at 0 from it when the route is built
 (:meth:`gateway.observability.metrics.Metrics.route_built`); ``tests/unit/test_metric_label_sets.py``
 checks that every cause raised anywhere in ``gateway/`` is in it."""
+
+TASK_LOST: Final = "Task lost"
+"""``error.message`` of a task the gateway itself ended ``failed`` (:func:`task_lost`)."""
+TASK_LOST_REASONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "ttl_elapsed": "the task was still running when its tasks.ttl had passed",
+        "backend_gone": "the backend session failed, or went silent past the task's ttl",
+        "result_too_large": "the result was larger than tasks.max_result_bytes, or than limits.max_task_result_bytes "
+        "could keep",
+        "owner_gone": "the replica that ran the task stopped or restarted",
+    }
+)
+"""Every ``error.data.reason`` of a task the gateway ended ``failed`` itself (docs/conformance.md A6)."""
 
 _CODE_STATUS: Final[Mapping[int, int]] = MappingProxyType(
     {
@@ -247,3 +268,33 @@ class MissingCapability(GatewayError):
 
     def __init__(self, required: Mapping[str, Any], message: str | None = None) -> None:
         super().__init__(message, data={"requiredCapabilities": dict(required)}, reason="missing_capability")
+
+
+class TaskNotFound(GatewayError):
+    """A ``tasks/*`` request whose task id is unknown, expired, tampered with or another caller's: one
+    fixed message for every reason (no oracle); ``reason`` is for the logs and metrics only."""
+
+    code = jsonrpc.INVALID_PARAMS
+    message = "Failed to retrieve task: Task not found"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason=reason)
+
+
+class TaskLimitReached(Overloaded):
+    """A call that would have become a task, past ``limits.max_tasks`` or ``max_tasks_per_principal``
+    (the cause), with no finished task left to evict."""
+
+
+class MethodNotFound(GatewayError):
+    code = jsonrpc.METHOD_NOT_FOUND
+    message = "Method not found"
+
+    def __init__(self, reason: str = "method_not_found") -> None:
+        super().__init__(reason=reason)
+
+
+def task_lost(reason: str) -> dict[str, Any]:
+    """The error object of a task the gateway ended ``failed`` for ``reason`` (:data:`TASK_LOST_REASONS`)."""
+    assert reason in TASK_LOST_REASONS, reason
+    return {"code": jsonrpc.INTERNAL_ERROR, "message": TASK_LOST, "data": {"reason": reason}}

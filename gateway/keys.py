@@ -35,3 +35,5 @@ DRAIN = web.AppKey("drain", Drain)
 HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
 KEYRING = web.AppKey("keyring", KeyRing)
 BACKGROUND = web.AppKey("background_tasks", TaskGroup)
+MCP_TASKS = web.AppKey("mcp_tasks", TaskGroup)
+"""The runners of the tasks this replica owns (:mod:`gateway.mcptasks`)."""

@@ -5,11 +5,12 @@ for each use of them, one key per secret derived by HKDF-SHA256 (no salt, 32 byt
 use's own :class:`Label`, so no two uses share a key. Every token format the gateway mints asks it
 for its keys when it needs them: requestState and its principal salt (:mod:`gateway.state.codec`),
 old clients' ``s1.`` session ids (:mod:`gateway.frontdoor.legacy_ids`), ``c1.`` cursors
-(:mod:`gateway.translate.cursors`) and the replica hop's signature (:mod:`gateway.replicas.auth`).
+(:mod:`gateway.translate.cursors`), the replica hop's signature (:mod:`gateway.replicas.auth`) and
+``t1.`` task ids (:mod:`gateway.mcptasks.ids`).
 The first secret's key seals or signs, every secret's key opens or verifies, so a key reload is one
 :meth:`KeySet.replace` and every format rotates at once. Adding a use is adding a line to
-:class:`Label`. It sits at the bottom of the package, beside ``errors``, because all four formats,
-pure ``translate`` included, depend on it.
+:class:`Label`. It sits at the bottom of the package, beside ``errors``, because every format,
+pure ``translate`` included, depends on it.
 
 Every sealed or signed value is spelled in unpadded base64url and read back by
 :func:`b64url_decode_strict`, which accepts exactly what :func:`b64url_nopad` writes (one spelling
@@ -44,6 +45,7 @@ class Label(bytes, Enum):
     LEGACY_SESSION = b"mrtr-gateway/legacy-session/v1/aes-256-gcm"
     CURSOR = b"mrtr-gateway/cursor/v1/hmac-sha256"
     REPLICA_HOP = b"mrtr-gateway/replica-forward/v2/hmac-sha256"
+    TASK_ID = b"mrtr-gateway/task-id/v1/aes-256-gcm"
 
 
 class KeySet:

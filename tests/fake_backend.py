@@ -14,7 +14,8 @@ adds, on top of it, the behaviours the gateway's tests lean on and a newcomer ne
   ``received_responses``, ``received_requests`` (each request's method, params and HTTP
   headers), ``last_headers``;
 * tools only tests call (:data:`TEST_TOOLS`): ``slow``, ``count``, ``progress_then_ask``,
-  ``weather``, ``ping_me``, ``whoami``, ``url_login``, next to the demo's own.
+  ``weather``, ``ping_me``, ``whoami``, ``url_login``, and for tasks ``slow_progress``,
+  ``slow_then_ask``, ``ask_then_slow``, ``rpc_error``, next to the demo's own.
 """
 
 from __future__ import annotations
@@ -102,6 +103,35 @@ async def _progress_then_ask(ctx: ToolContext, arguments: JsonObject) -> str:
     return _declined(answer) if city is None else f"city={city}"
 
 
+async def _slow_progress(ctx: ToolContext, arguments: JsonObject) -> str:
+    """Progress with a message, then a long silence: a task's statusMessage while it works."""
+    if ctx.progress_token is not None:
+        ctx.notify("notifications/progress", {"progressToken": ctx.progress_token, "progress": 1, "message": "warming"})
+    await asyncio.sleep(_number(arguments, "seconds"))  # the tool's behaviour: silence this long
+    return "warmed"
+
+
+async def _slow_then_ask(ctx: ToolContext, arguments: JsonObject) -> str:
+    """Silence, then one question: a question asked inside a task."""
+    await asyncio.sleep(_number(arguments, "seconds"))  # the tool's behaviour: silence before asking
+    (answer,) = await ctx.request_all([_form(ctx, "Which city?", "city")])
+    city = _accepted(answer, "city")
+    return _declined(answer) if city is None else f"city={city}"
+
+
+async def _ask_then_slow(ctx: ToolContext, arguments: JsonObject) -> str:
+    """One question, then silence: an input round first, then long work."""
+    (answer,) = await ctx.request_all([_form(ctx, "Which city?", "city")])
+    await asyncio.sleep(_number(arguments, "seconds"))  # the tool's behaviour: silence after the answer
+    city = _accepted(answer, "city")
+    return _declined(answer) if city is None else f"city={city}"
+
+
+async def _rpc_error(ctx: ToolContext, arguments: JsonObject) -> str:
+    await asyncio.sleep(_number(arguments, "seconds"))  # the tool's behaviour: fail after a while
+    raise RpcError(-32603, "rpc_error: simulated internal failure")
+
+
 async def _weather(ctx: ToolContext, arguments: JsonObject) -> str:
     return f"weather in {_string(arguments, 'region')} for {_number(arguments, 'days')} days"
 
@@ -135,6 +165,30 @@ TEST_TOOLS: Final[dict[str, Tool]] = {
     for tool in (
         Tool("slow", "Sleep for a while.", _schema({"seconds": {"type": "number"}}), _slow),
         Tool("count", "Report progress n times.", _schema({"n": {"type": "integer"}}), _count),
+        Tool(
+            "slow_progress",
+            "Report progress once, then stay silent.",
+            _schema({"seconds": {"type": "number"}}),
+            _slow_progress,
+        ),
+        Tool(
+            "slow_then_ask",
+            "Stay silent, then ask for a city.",
+            _schema({"seconds": {"type": "number"}}),
+            _slow_then_ask,
+        ),
+        Tool(
+            "ask_then_slow",
+            "Ask for a city, then stay silent.",
+            _schema({"seconds": {"type": "number"}}),
+            _ask_then_slow,
+        ),
+        Tool(
+            "rpc_error",
+            "Answer a JSON-RPC error after a while.",
+            _schema({"seconds": {"type": "number"}}),
+            _rpc_error,
+        ),
         Tool("ping_me", "Ping the client and wait for the answer.", _schema(), _ping_me),
         Tool("whoami", "Return the Authorization header of this call.", _schema(), _whoami),
         Tool("url_login", "Require a URL-mode sign-in once per session.", _schema(), _url_login),

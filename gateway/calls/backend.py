@@ -110,16 +110,18 @@ class Backend:
         return ctx.exchange
 
     async def _start(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
-        session = ctx.session
+        session, owner, until = ctx.session, ctx.exclusive, ctx.answer_timeout
         params, headers = tracing.propagated(ctx.span, params, ctx.headers)  # trace context in _meta and headers
         try:
             try:
-                exchange = await session.start(method, params, headers, owner=ctx.exclusive)
+                exchange = await session.start(method, params, headers, owner=owner, answer_timeout=until)
             except SessionExpired:
                 log.info("backend_session_expired", route=ctx.route.name)
                 await ctx.route.pool.reopen(ctx.pooled, session, ctx.normalized_caps, ctx.headers)
                 try:
-                    exchange = await ctx.pooled.session.start(method, params, headers, owner=ctx.exclusive)
+                    exchange = await ctx.pooled.session.start(
+                        method, params, headers, owner=owner, answer_timeout=until
+                    )
                 except SessionExpired:
                     raise BackendUnavailable("session_lost", "backend expired a fresh session") from None
         except BackendUnavailable as exc:

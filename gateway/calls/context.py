@@ -64,6 +64,8 @@ class CallContext:
     replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
     released: bool = False
     """The session went back to the pool (or is being wound down): nothing may use it any more."""
+    answer_timeout: float | None = None
+    """A call that may become a task: how long its answer may take (its task's ttl), not ``backend.timeout``."""
     span: tracing.Span | None = None
     """The backend exchange's CLIENT span while tracing is on, ended when the lease is (:meth:`end_span`)."""
 

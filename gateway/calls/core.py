@@ -19,9 +19,12 @@ place when the request fails. Everything raised to the caller is a :class:`~gate
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Awaitable
 from functools import partial
+from typing import Protocol
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, URL_ELICITATION_REQUIRED
 from mcp_types.methods import INPUT_REQUIRED_METHODS
@@ -46,6 +49,20 @@ EXPIRY = "expiry"
 """The owner of a lease whose round could not open: the hold's expiry answers the backend."""
 
 
+class TaskMaker(Protocol):
+    """Makes a task of a call that runs long (``io.modelcontextprotocol/tasks``): implemented by
+    :class:`gateway.mcptasks.TaskService`, handed to the core (``calls`` never imports ``mcptasks``)."""
+
+    def threshold(self, call: Call) -> float | None:
+        """Seconds ``call`` may run before it becomes a task; None: never. Raises
+        :class:`~gateway.errors.MissingCapability` for a tool that requires the extension."""
+        ...
+
+    def detach(self, lease: Lease, call: Call, exchange: Exchange) -> JsonObj:
+        """Take the call's lease over as a task, recorded before it is answered; its ``CreateTaskResult``."""
+        ...
+
+
 class CallCore:
     """The call lifecycle of one replica: dispatch, the drive loop, rounds, resume; replay is its strategy."""
 
@@ -57,8 +74,10 @@ class CallCore:
         boundary: RequestStateBoundary,
         metrics: Metrics,
         replayer: Replayer,
+        tasks: TaskMaker | None = None,
     ) -> None:
         self._backend = backend
+        self._tasks = tasks
         self._registry = registry
         self._boundary = boundary
         self._metrics = metrics
@@ -101,7 +120,11 @@ class CallCore:
             return await self._discover(call)
         if method in INPUT_REQUIRED_METHODS:
             self._admit(call)
+            may_become_task = self._task_threshold(call) is not None  # -32021 here for a tasks-only tool
             async with self._backend.lease(call, exclusive=True) as lease:
+                if may_become_task:  # bounded by its task's ttl, not backend.timeout, from the start
+                    lease.ctx.answer_timeout = call.route.config.tasks.ttl
+                    _report_progress(lease.ctx.backend_params)
                 return await self._send_after_early_rounds(lease, call, None)
         return await self._plain(call)
 
@@ -162,7 +185,9 @@ class CallCore:
         finally:
             route.pool.release(pooled, exclusive=False)
         cache = route.config.cache
-        return results.discover_result(init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope)
+        return results.discover_result(
+            init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope, tasks=route.config.tasks.enabled
+        )
 
     async def _plain(self, call: Call) -> JsonObj:
         route = call.route
@@ -210,11 +235,21 @@ class CallCore:
         route = ctx.route
         ctx.session.attach(exchange)
         batch: list[ServerRequest] = list(initial or [])
+        threshold = self._task_threshold(call) if initial is None else None
+        if threshold == 0:
+            return self._detach(lease, exchange, call, hold)  # mode "always": a task at once
+        loop = asyncio.get_running_loop()
+        detach_at = None if threshold is None else loop.time() + threshold
         while True:
             if batch:
                 event = await exchange.poll(route.config.holds.batch_window)
                 if event is None:
                     break
+            elif detach_at is not None:
+                # Until the call may become a task, its threshold bounds the wait, not backend.timeout.
+                event = await exchange.next_or_none(detach_at - loop.time())
+                if event is None:
+                    return self._detach(lease, exchange, call, hold)
             else:
                 event = await exchange.next(route.config.backend.timeout)
             if isinstance(event, FinalResponse):
@@ -237,6 +272,18 @@ class CallCore:
                 raise MissingCapability(missing)
             batch.append(event)
         return self._ask(lease, call, hold, batch)
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def _task_threshold(self, call: Call) -> float | None:
+        return None if self._tasks is None else self._tasks.threshold(call)
+
+    def _detach(self, lease: Lease, exchange: Exchange, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
+        """The call ran past its threshold: it becomes a task, which takes its lease over."""
+        assert self._tasks is not None
+        if hold is not None:
+            self._registry.remove(hold)  # answered in full: the task, not the hold, keeps the session now
+        return self._tasks.detach(lease, call, exchange)
 
     def _final(self, lease: Lease, call: Call, hold: Hold[CallContext] | None, event: FinalResponse) -> JsonObj:
         """The backend's answer ends the call, unless it is a legacy -32042 (url-mode consent first)."""
@@ -343,3 +390,14 @@ class CallCore:
             # The backend's answer stands: it required an interaction the user did not complete.
             raise UpstreamError(INTERNAL_ERROR, "The required URL interaction was not completed", reason="url_declined")
         return await self._send(lease, call, hold)
+
+
+def _report_progress(backend_params: JsonObj) -> None:
+    """Ask the backend for progress on a call that may become a task (a legacy server reports it only
+    for a request that carries a token): a gateway-minted token when the client sent none. Its
+    notifications reach no client (the response stream forwards only the client's own token); after
+    the detach they become the task's ``statusMessage``."""
+    meta = backend_params.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.setdefault("progressToken", f"mrtr-task-{os.urandom(8).hex()}")
+    backend_params["_meta"] = meta

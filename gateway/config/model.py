@@ -17,6 +17,7 @@ from gateway.config.backend import BackendConfig, BackendLimitsConfig, CacheHint
 from gateway.config.backend_auth import BackendAuthConfig, SecretRef
 from gateway.config.checks import PositiveSeconds, Strict, check_host, check_http_url, check_state_keys
 from gateway.config.sections import LimitsConfig, ListenConfig, LoggingConfig, ReplicasConfig, StateConfig
+from gateway.config.tasks import TasksPolicy
 
 __all__ = [
     "AuthConfig",
@@ -38,6 +39,7 @@ __all__ = [
     "RouteConfig",
     "SecretRef",
     "StateConfig",
+    "TasksPolicy",
     "TrustedHeaderConfig",
     "check_host",
     "check_http_url",
@@ -67,6 +69,10 @@ class RouteConfig(Strict):
     backend: BackendConfig
     cache: CacheHints = Field(default_factory=CacheHints)
     holds: HoldPolicy = Field(default_factory=HoldPolicy)
+    tasks: TasksPolicy = Field(
+        default_factory=TasksPolicy,
+        description="Tasks (io.modelcontextprotocol/tasks) the gateway makes of this route's tool calls. Default: off.",
+    )
     auth: AuthConfig | None = Field(
         None,
         description="Verified principals (JWT or a trusted proxy header). Default: null, the principal is the raw "

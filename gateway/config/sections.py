@@ -202,6 +202,25 @@ class LimitsConfig(Strict):
             "use (its affinity mask, as a container's cpuset sets it)."
         ),
     )
+    max_tasks: int = Field(
+        10_000,
+        ge=1,
+        description="Most tasks one replica keeps, running and finished, across all routes. At the cap the finished "
+        "task that ended first is evicted; if none is finished, a call that would become a task gets HTTP 503 + "
+        "Retry-After (data.reason 'overloaded', data.cause 'max_tasks').",
+    )
+    max_tasks_per_principal: int = Field(
+        100,
+        ge=1,
+        description="Most tasks of one principal (all anonymous callers together count as one), as max_tasks "
+        "(data.cause 'max_tasks_per_principal').",
+    )
+    max_task_result_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024,
+        description="Most bytes of results the finished tasks of one replica keep; finished tasks are evicted oldest "
+        "first to make room, and a result that cannot fit ends its task failed (data.reason result_too_large).",
+    )
     replay_memory: int = Field(
         100_000,
         ge=1,

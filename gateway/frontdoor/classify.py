@@ -48,6 +48,8 @@ from pydantic import ValidationError
 from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
 from gateway.frontdoor.parsing import (
+    NAME_IF_PRESENT,
+    TASK_METHODS,
     accepts,
     decode_nested,
     fold,
@@ -68,7 +70,7 @@ __all__ = [
 ]
 
 MODERN_VERSION: Final = MODERN_PROTOCOL_VERSIONS[-1]
-MODERN_REQUEST_METHODS: Final[frozenset[str]] = frozenset(
+MODERN_REQUEST_METHODS: Final[frozenset[str]] = TASK_METHODS | frozenset(
     method for method, version in CLIENT_REQUESTS if version == MODERN_VERSION
 )
 LOG_LEVELS: Final[frozenset[str]] = frozenset(get_args(LoggingLevel))
@@ -373,9 +375,9 @@ def _params_shape(method: str, params: Mapping[str, Any], version: str, valid_id
         if request_state is not None and not isinstance(request_state, str):
             return _invalid_params("Invalid params: requestState must be a string", "bad_request_state", valid_id)
     # inputResponses values are checked later against the kind of the request each key answers:
-    # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do.
+    # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do (tasks/*: after -32021).
     shape = {k: v for k, v in params.items() if k != "inputResponses"}
-    if shape_is_known_valid(method, version, shape):
+    if method in TASK_METHODS or shape_is_known_valid(method, version, shape):
         return None
     try:
         validate_client_request(method, version, shape)
@@ -393,7 +395,7 @@ def _routing_header_mismatch(
 ) -> Rejection | None:
     """The `-32020` for the first routing header that disagrees with the body, else `None`."""
     checks: list[tuple[str, Any]] = [(_VERSION_HEADER, envelope_version), (_METHOD_HEADER, method)]
-    name_key = _NAME_BEARING.get(method)
+    name_key = _NAME_BEARING.get(method) or (NAME_IF_PRESENT.get(method) if _NAME_HEADER.lower() in lines else None)
     if name_key is not None:
         checks.append((_NAME_HEADER, params.get(name_key)))
     for header, body_value in checks:

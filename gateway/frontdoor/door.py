@@ -22,6 +22,7 @@ from gateway.drain import Drain
 from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.origin import OriginPolicy
 from gateway.listen import ListenHubs
+from gateway.mcptasks import TaskService
 from gateway.observability.metrics import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.replicas.forward import ReplicaHop
@@ -47,6 +48,8 @@ class FrontDoor:
     hop: ReplicaHop
     drain: Drain
     """This replica's drain state: a draining replica refuses new calls, serves retries."""
+    tasks: TaskService
+    """The tasks this replica owns: ``tasks/get``, ``tasks/update``, ``tasks/cancel``."""
     http: Callable[[], aiohttp.ClientSession]
     """The outgoing HTTP client (exists while the app runs)."""
     routes: dict[str, RouteRuntime] = field(default_factory=dict)

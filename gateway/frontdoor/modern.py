@@ -21,10 +21,11 @@ from mcp_types.methods import INPUT_REQUIRED_METHODS
 
 from gateway import envelopes
 from gateway.calls import Call, CallRequest, RouteRuntime
-from gateway.errors import GatewayError, HoldLost, InvalidParams
+from gateway.errors import GatewayError, HoldLost, InvalidParams, MethodNotFound
 from gateway.frontdoor.classify import Accepted, Rejection
 from gateway.frontdoor.door import FrontDoor, Inbound
 from gateway.frontdoor.headers import check_param_headers
+from gateway.frontdoor.parsing import TASK_METHODS
 from gateway.frontdoor.responses import body_response, encoded, error_response, refuse
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.session import JsonObj
@@ -65,6 +66,8 @@ async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.St
         return error_response(outcome.id, draining)  # a new call while this replica drains (gateway.drain)
     if outcome.method == "subscriptions/listen":
         return await _serve_listen(door, inbound, outcome)
+    if outcome.method in TASK_METHODS:
+        return await _serve_task(door, inbound, outcome)
     caller = inbound.caller()
     if outcome.method == "tools/call":
         rejection = await _check_param_headers(door, inbound, outcome, Call(route, request, caller))
@@ -88,6 +91,8 @@ async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.St
         kind = str(answer.get("resultType", "complete"))
         tracing.answered(answer)
         record.outcome = kind
+        if kind == "task":
+            record.tasked(str(answer.get("taskId")), str(answer.get("status")))
         body = await encoded(envelopes.result(outcome.id, answer))
         if stream.committed:
             return await stream.finish(body)
@@ -159,6 +164,30 @@ async def _check_param_headers(door: FrontDoor, inbound: Inbound, outcome: Accep
     if problem is None:
         return None
     return Rejection(HEADER_MISMATCH, problem, "header_mismatch.mcp-param", id=outcome.id)
+
+
+async def _serve_task(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
+    """``tasks/get``, ``tasks/update``, ``tasks/cancel``: -32601 on a route without tasks; the route's
+    ``require_name_header``; then the task service (-32021, then the task id: docs/conformance.md A11)."""
+    route = inbound.route
+    record = record_of(inbound.request)
+    policy = route.config.tasks
+    if policy.enabled and policy.require_name_header and "Mcp-Name" not in inbound.request.headers:
+        problem = "Header mismatch: required Mcp-Name header is missing"
+        rejection = Rejection(HEADER_MISMATCH, problem, "header_mismatch.mcp-name", id=outcome.id)
+        return refuse(door.metrics, inbound.request, rejection)
+    try:
+        if not policy.enabled:
+            raise MethodNotFound("tasks_disabled")
+        answer, task = await door.tasks.answer(
+            route.name, outcome.method, outcome.params, outcome.client_capabilities, inbound.principal
+        )
+    except GatewayError as exc:
+        record.failed(exc.code, exc.reason)
+        return error_response(outcome.id, exc)
+    record.tasked(task.task_id, task.status)
+    record.outcome = "complete"
+    return body_response(await encoded(envelopes.result(outcome.id, answer)))
 
 
 async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:

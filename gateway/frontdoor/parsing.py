@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, Final
 
 import orjson
@@ -17,6 +18,13 @@ REASON_LIMIT: Final = 200
 """Longest ``data.reason`` a schema validation summary keeps."""
 ACCEPT_MEMO_CHARS: Final = 256
 """Accept headers up to this length have their verdict remembered (:func:`accepts`)."""
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""The tasks extension's methods (``io.modelcontextprotocol/tasks``): ``tasks/result`` and ``tasks/list``
+were removed from it and stay unknown to the ladder (-32601). Whether a route offers them is decided
+after the ladder (:mod:`gateway.frontdoor.modern`)."""
+NAME_IF_PRESENT: Final = MappingProxyType(dict.fromkeys(TASK_METHODS, "taskId"))
+"""Methods whose ``Mcp-Name``, when sent, must equal a body value; a missing one passes the ladder
+(docs/conformance.md A1; a route's ``tasks.require_name_header`` refuses it after the ladder)."""
 
 
 def fold(headers: Iterable[tuple[str, str]]) -> dict[str, list[str]]:

@@ -158,7 +158,15 @@ class LegacySessionBase(abc.ABC):
         """Transport-specific state; subclasses set theirs here instead of overriding __init__."""
 
     @abc.abstractmethod
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+    async def start(
+        self,
+        method: str,
+        params: JsonObj,
+        headers: dict[str, str],
+        *,
+        owner: bool = False,
+        answer_timeout: float | None = None,
+    ) -> Exchange:
         """Send a request (see :class:`~gateway.legacy.session.BackendSession`)."""
 
     @abc.abstractmethod

@@ -30,7 +30,16 @@ class DemuxedSession(LegacySessionBase):
     async def _send_request(self, body: JsonObj, headers: dict[str, str], *, what: str) -> None:
         """Send one JSON-RPC request on this transport (its answer arrives on the stream)."""
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+    async def start(
+        self,
+        method: str,
+        params: JsonObj,
+        headers: dict[str, str],
+        *,
+        owner: bool = False,
+        answer_timeout: float | None = None,
+    ) -> Exchange:
+        del answer_timeout  # the answer arrives on the stream: nothing here waits for it
         request_id = next(self._ids)
         exchange = self._register(request_id, method)
         self._own(exchange, owner)

@@ -146,6 +146,14 @@ class Exchange:
             raise BackendUnavailable("timeout", f"no answer from the backend within {timeout:g}s")
         return self._take(item)
 
+    async def next_or_none(self, timeout: float) -> ExchangeEvent | None:
+        """The next event, or None after ``timeout`` seconds of silence (a failure still raises): a
+        wait whose end is the caller's decision, not the backend's failure (a task's threshold or ttl)."""
+        if not self.queue.empty():
+            return self._take(self.queue.get_nowait())
+        item = await self.queue.get_until(asyncio.get_running_loop().time() + max(timeout, 0.0))
+        return None if item is None else self._take(item)
+
     async def poll(self, window: float) -> ExchangeEvent | None:
         """The next event of the round being gathered, or None once the round is complete.
 
@@ -303,10 +311,21 @@ class BackendSession(Protocol):
 
     async def open(self) -> None: ...
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+    async def start(
+        self,
+        method: str,
+        params: JsonObj,
+        headers: dict[str, str],
+        *,
+        owner: bool = False,
+        answer_timeout: float | None = None,
+    ) -> Exchange:
         """Send a request; raises :class:`SessionExpired` or :class:`BackendUnavailable`.
 
         ``owner``: the exchange is the lease holder's and is attached before the request is sent.
+        ``answer_timeout``: a call that may become a task (:mod:`gateway.mcptasks`) may take this long
+        to answer, headers included, instead of ``backend.timeout``; such a call's ``start`` returns
+        before the answer begins (a transport that waits for response headers waits in the background).
         """
         ...
 

@@ -119,7 +119,15 @@ class StreamableHttpSession(HttpSessionBase):
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def start(self, method: str, params: JsonObj, headers: dict[str, str], *, owner: bool = False) -> Exchange:
+    async def start(
+        self,
+        method: str,
+        params: JsonObj,
+        headers: dict[str, str],
+        *,
+        owner: bool = False,
+        answer_timeout: float | None = None,
+    ) -> Exchange:
         request_id = next(self._ids)
         exchange = self._new_exchange(request_id, method)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
@@ -127,6 +135,12 @@ class StreamableHttpSession(HttpSessionBase):
         # the tool before they send the response headers, and its requests on the GET stream are
         # this call's.
         self._own(exchange, owner)
+        if answer_timeout is not None:
+            # A JSON-mode server sends no header until the tool has finished: wait in the background.
+            exchange.reader = self._tasks.spawn(
+                self._answer(body, headers, exchange, answer_timeout), name="legacy-call"
+            )
+            return exchange
         try:
             resp = await self._post(body, headers, what=method)
         except BaseException:  # cancelled too: a request that was never sent owns nothing
@@ -145,6 +159,27 @@ class StreamableHttpSession(HttpSessionBase):
         finally:
             resp.release()
         return exchange
+
+    async def _answer(self, body: JsonObj, headers: dict[str, str], exchange: Exchange, timeout: float) -> None:
+        """POST a call that may become a task and read its answer into ``exchange``, waiting up to
+        ``timeout`` for the response headers; a failure is the exchange's."""
+        method = str(body["method"])
+        try:
+            resp = await self._post(body, headers, what=method, header_timeout=timeout)
+            if isinstance(resp, FinalResponse):
+                exchange.push(resp)
+            elif resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                await CallStream(self, resp, exchange).run()  # it releases the response
+            else:
+                try:
+                    with backend_errors(method):
+                        exchange.push(await self._single_response(resp, body["id"]))
+                finally:
+                    resp.release()
+        except SessionExpired:
+            exchange.push(BackendUnavailable("session_lost", f"{method}: backend session expired"))
+        except BackendUnavailable as exc:
+            exchange.push(exc)
 
     async def _deliver(self, body: JsonObj, *, what: str) -> None:
         """POST a response or notification (no answer expected beyond 202)."""
@@ -169,10 +204,13 @@ class StreamableHttpSession(HttpSessionBase):
             return cached[2]
         return {**self._base_headers, **extra, **cached[1]}
 
-    async def _post(self, body: JsonObj, extra: dict[str, str], *, what: str) -> aiohttp.ClientResponse | FinalResponse:
-        """POST a request; returns the open response (caller releases), a JSON-RPC error, or raises."""
+    async def _post(
+        self, body: JsonObj, extra: dict[str, str], *, what: str, header_timeout: float | None = None
+    ) -> aiohttp.ClientResponse | FinalResponse:
+        """POST a request; returns the open response (caller releases), a JSON-RPC error, or raises.
+        The response headers are awaited for ``backend.timeout``, or ``header_timeout`` when given."""
         with backend_errors(what):
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(self._timeout if header_timeout is None else header_timeout):
                 resp = await self._send(
                     "POST",
                     self._url,

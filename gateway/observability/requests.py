@@ -16,11 +16,13 @@ another replica, operational endpoints, and requests whose client went away befo
   once per client request however many backend requests failed for it (:func:`count_backend_error`).
 
 The line carries: ``request_id``, ``route``, ``rpc_method``, ``target`` (tool or prompt name, or
-resource URI, cut to :data:`TARGET_CHARS`), ``outcome`` (``complete``, ``input_required``, ``error``
+resource URI, cut to :data:`TARGET_CHARS`), ``outcome`` (``complete``, ``input_required``, ``task``, ``error``
 with ``error_code`` and ``reason``, ``rejected``, ``forwarded``, ``legacy_passthrough``, ``listen``,
 ``notification``, ``client_disconnected``), ``round`` (the request's round trip within its call: 1 for the first
 call, k + 1 for a retry whose requestState came from round k) and ``hold`` (a digest of the hold id, the
-same on every round of one call, so a call's rounds join up), ``replica``, ``status``,
+same on every round of one call, so a call's rounds join up), ``task`` and ``task_status`` (a digest of
+the task id a ``tools/call`` was answered with or a ``tasks/*`` request named, and the task's status
+after the request: the same digest joins a task's requests), ``replica``, ``status``,
 ``duration_ms`` and ``backend_status`` when a backend or owner replica answered over HTTP. Never a
 credential, a token (requestState included) or an answer: only these fields are written.
 """
@@ -58,6 +60,11 @@ CLIENT_CLOSED_REQUEST: Final = 499
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def task_digest(task_id: str) -> str:
+    """A short digest of a task id (a bearer token): joins a task's requests without naming the task."""
+    return hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
 def hold_digest(hold_id: str) -> str:
     """A short digest of a hold id: joins a call's rounds in the logs without naming the hold."""
     return hashlib.sha256(hold_id.encode()).hexdigest()[:16]
@@ -78,6 +85,8 @@ class RequestRecord:
     hold: str | None = None
     backend_status: int | None = None
     era: str | None = None
+    task: str | None = None
+    task_status: str | None = None
     forwarded: bool = False
     backend_failed: bool = False
     """A backend failure of this request was counted in ``backend_errors_total`` (never logged)."""
@@ -88,6 +97,10 @@ class RequestRecord:
 
     def held(self, hold_id: str, round_: int) -> None:
         self.hold, self.round = hold_digest(hold_id), round_
+
+    def tasked(self, task_id: str, status: str) -> None:
+        """The request made or named the task ``task_id`` (only its digest is kept), now ``status``."""
+        self.task, self.task_status = task_digest(task_id), status
 
     def failed(self, code: int | None, reason: str) -> None:
         self.outcome, self.error_code, self.reason = "error", code, reason
@@ -111,6 +124,8 @@ class RequestRecord:
             "reason": self.reason,
             "round": self.round,
             "hold": self.hold,
+            "task": self.task,
+            "task_status": self.task_status,
             "backend_status": self.backend_status,
             "era": self.era,
         }

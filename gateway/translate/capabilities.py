@@ -95,3 +95,21 @@ def allows(normalized: Mapping[str, Any], method: str, params: Mapping[str, Any]
     if wants_tools and "tools" not in declared:
         return {"sampling": {"tools": {}}}
     return None
+
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The tasks extension's id (ext-tasks ``specification/draft/tasks.md``); its settings object is empty."""
+
+
+def declares_tasks(client_capabilities: Mapping[str, Any]) -> bool:
+    """The request's own client capabilities declare the tasks extension (per request, never remembered).
+
+    Read from the raw capabilities: :func:`normalize` keeps only what a backend may be asked for, so
+    the extension never reaches a backend's ``initialize`` nor the pool key."""
+    extensions = client_capabilities.get("extensions")
+    return _is_object(extensions) and _is_object(extensions.get(TASKS_EXTENSION))
+
+
+def tasks_required() -> JsonObj:
+    """``data.requiredCapabilities`` of a -32021 for the tasks extension."""
+    return {"extensions": {TASKS_EXTENSION: {}}}

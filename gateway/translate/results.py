@@ -15,6 +15,8 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.methods import CACHEABLE_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway.translate.capabilities import TASKS_EXTENSION
+
 JsonObj = dict[str, Any]
 
 LEGACY_RESOURCE_NOT_FOUND = -32002
@@ -71,13 +73,22 @@ def with_server_info(result: JsonObj, server_info: Mapping[str, Any] | None) -> 
     return result
 
 
-def discover_result(initialize_result: Mapping[str, Any], *, ttl_ms: int, cache_scope: str) -> JsonObj:
-    """``server/discover`` built from the backend's ``initialize`` result."""
+def discover_result(
+    initialize_result: Mapping[str, Any], *, ttl_ms: int, cache_scope: str, tasks: bool = False
+) -> JsonObj:
+    """``server/discover`` built from the backend's ``initialize`` result; with ``tasks`` (the route
+    makes tasks) the tasks extension is advertised beside the backend's own extensions. A backend's
+    legacy ``capabilities.tasks`` is never passed on (it is not the extension)."""
     capabilities = {
         k: v
         for k, v in dict(initialize_result.get("capabilities") or {}).items()
         if k in ("experimental", "logging", "completions", "prompts", "resources", "tools", "extensions")
     }
+    if tasks:
+        extensions = capabilities.get("extensions")
+        merged = dict(extensions) if isinstance(extensions, Mapping) else {}
+        merged[TASKS_EXTENSION] = {}
+        capabilities["extensions"] = merged
     result: JsonObj = {
         "resultType": "complete",
         "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
@@ -117,11 +128,13 @@ def modern_error(error: Mapping[str, Any]) -> JsonObj:
 
 
 def legacy_params(params: Mapping[str, Any]) -> JsonObj:
-    """Request params for the backend: the modern envelope and MRTR fields stripped.
+    """Request params for the backend: the modern envelope, MRTR fields and a legacy ``task`` stripped.
 
-    ``progressToken`` survives so legacy progress can be tied back to the request.
+    ``progressToken`` survives so legacy progress can be tied back to the request. A client's legacy
+    ``params.task`` is ignored (only the gateway decides what becomes a task, and never asks a
+    backend for a legacy task on a client's word).
     """
-    out = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState")}
+    out = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState", "task")}
     meta = params.get("_meta")
     if isinstance(meta, Mapping) and "progressToken" in meta:
         out["_meta"] = {"progressToken": meta["progressToken"]}

@@ -54,14 +54,32 @@ REQUIRED_SCENARIOS: tuple[str, ...] = (
 )
 """The server scenarios ``conformance list --requirements 2026-07-28`` names (frozen at the release)."""
 
+TASKS_SCENARIOS: tuple[str, ...] = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+"""The tasks extension's server scenarios (``source.extensionId`` ``io.modelcontextprotocol/tasks``). The
+``--requirements 2026-07-28`` run runs them unscored; one started by name must go without ``--spec-version``,
+which skips them ("extension scenario, not on the spec timeline"). Their fixture tools are ``add_task_tools``
+in ``tests/peers/conformance_fixture.py``; the route config that makes the gateway create tasks for them is
+``suite.TASKS_ROUTE_CONFIG``."""
+
 EXTRA_SCENARIOS: tuple[str, ...] = (
     "json-schema-2020-12",
     "http-header-validation",
     "http-custom-header-server-validation",
+    *TASKS_SCENARIOS,
 )
 """Scenarios the suite runs with ``--requirements 2026-07-28`` but does not score (pending, extension), that
-the fixture server supports and the gateway must pass too. The tasks extension's scenarios (``tasks-*``)
-join this tuple when their fixture tools exist (``tests/peers/conformance_fixture.py``)."""
+the fixture server supports and the gateway must pass too."""
 
 SCENARIOS: tuple[str, ...] = REQUIRED_SCENARIOS + EXTRA_SCENARIOS
 
@@ -78,6 +96,33 @@ class NotApplicable:
     why: str
     spec: str
     """The spec lines that make the check inapplicable."""
+
+
+@dataclass(frozen=True)
+class SuiteStub:
+    """A scenario the pinned suite ships as a stub: it sends nothing and reports one SKIPPED check."""
+
+    scenario: str
+    check: str
+    """The one check's ``id`` in ``checks.json`` (status SKIPPED)."""
+    why: str
+    covered_by: str
+    """What covers the behaviour instead (the spec lines, and our own tests when they exist)."""
+
+
+SUITE_STUBS: tuple[SuiteStub, ...] = (
+    SuiteStub(
+        scenario="tasks-status-notifications",
+        check="tasks-status-notifications",
+        why='In 0.2.0-alpha.12 the scenario only reports SKIPPED ("Status notifications conformance, pending '
+        'subscriptions/listen rewrite"): notifications/tasks now travel on the subscriptions/listen stream and '
+        "the suite's harness does not read it yet. Nothing is sent to the gateway.",
+        covered_by="ext-tasks specification/draft/tasks.md (notifications/tasks on subscriptions/listen with "
+        "notifications.taskIds); the gateway's own listen tests for taskIds",
+    ),
+)
+"""Scenarios the suite cannot fail yet. Each must still report exactly its one SKIPPED check: a stub that
+starts testing makes its entry stale, and ``test_official_suite.py`` says so."""
 
 
 NOT_APPLICABLE: tuple[NotApplicable, ...] = (

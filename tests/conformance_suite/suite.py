@@ -3,7 +3,8 @@
 (``tests/peers/conformance_fixture.py``), and read its per-scenario ``checks.json`` files.
 
 One run starts the fixture server (``.venv-legacy``), an in-process gateway on a free loopback port,
-and one ``conformance server --requirements 2026-07-28`` invocation for every scenario at once.
+and one ``conformance server --requirements 2026-07-28`` invocation for every scenario at once (the 37 the
+revision requires, and the ones it runs unscored: pending scenarios and the tasks extension's).
 By hand, from the repository root (results and the fixture server's log stay in DIR)::
 
     PYTHONPATH=tests .venv/bin/python -m conformance_suite.suite [--scenario NAME] [-o DIR]
@@ -27,12 +28,34 @@ from harness import route, running_gateway
 from node_tools import CONFORMANCE, NODE, node_env
 from peers.runner import PEERS_DIR, free_port, legacy_python, run_peer
 
+from conformance_suite.scenarios import TASKS_SCENARIOS
+
 REQUIREMENTS = "2026-07-28"
 """The spec revision whose frozen scenario list is run (``conformance list --requirements``)."""
 SUITE_TIMEOUT = 300.0
-"""Seconds the whole suite may take before the run is abandoned (it takes well under a minute)."""
+"""Seconds one suite invocation may take before the run is abandoned (it takes well under a minute)."""
 SCENARIO_TIMEOUT_MS = 30_000
 _RESULT_DIR = re.compile(r"server-(?P<name>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z")
+
+TASKS_ROUTE_CONFIG: dict[str, Any] = {
+    "enabled": True,
+    "default": {"mode": "off"},
+    "without_extension": "sync",
+    "tools": {
+        "slow_compute": {"mode": "always"},
+        "failing_job": {"mode": "always", "without_extension": "reject"},
+        "protocol_error_job": {"mode": "always"},
+        "confirm_delete": {"mode": "always"},
+        "multi_input": {"mode": "always"},
+        "test_tool_with_task": {"mode": "after", "after_ms": 500},
+    },
+}
+"""The conformance route's ``tasks`` (issue 19 design, c.2). Every other fixture (``greet`` included) stays a
+plain call. ``always``: the scenarios need a task even for ``slow_compute {seconds: 1}`` and a question asked
+inside the task (``confirm_delete``, ``multi_input``). ``failing_job`` answers -32021 to a client without the
+extension, as ``tasks-required-task-error`` expects of a tasks-only tool (no other scenario calls it without).
+``test_tool_with_task`` asks first (an MRTR round, within the threshold) and becomes a task on the retry
+that answers it, as ``tasks-mrtr-composition`` expects."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +92,13 @@ def check_node_tools() -> None:
         )
 
 
-def list_scenarios() -> list[str]:
-    """The server scenarios the suite requires for ``REQUIREMENTS``, in the suite's order."""
+def list_scenarios(requirements: str | None = REQUIREMENTS) -> list[str]:
+    """The server scenarios the suite requires for ``requirements``, in the suite's order; with None,
+    every server scenario the suite has (extension scenarios included)."""
     check_node_tools()
+    selection = ["--requirements", requirements] if requirements is not None else ["--server"]
     listing = subprocess.run(
-        [str(NODE), str(CONFORMANCE), "list", "--requirements", REQUIREMENTS],
+        [str(NODE), str(CONFORMANCE), "list", *selection],
         env=node_env(),
         capture_output=True,
         text=True,
@@ -88,7 +113,8 @@ def list_scenarios() -> list[str]:
         elif line and not line.startswith(" "):
             in_server_section = False
         elif in_server_section and line.strip().startswith("- "):
-            names.append(line.strip()[2:].strip())
+            # The full listing tags each name with where it belongs ("- tasks-lifecycle [extension]").
+            names.append(line.strip()[2:].split(" [", 1)[0].strip())
     return names
 
 
@@ -103,15 +129,22 @@ def read_results(out_dir: Path) -> dict[str, Scenario]:
     return scenarios
 
 
-async def _run_suite_against(url: str, out_dir: Path, scenario: str | None) -> tuple[int, str]:
+def suite_argv(url: str, out_dir: Path, scenario: str | None) -> list[str]:
+    """One ``conformance server`` invocation: every scenario ``REQUIREMENTS`` requires (``scenario`` None),
+    or one scenario by name."""
     argv = [str(NODE), str(CONFORMANCE), "server", "--url", url, "--timeout", str(SCENARIO_TIMEOUT_MS)]
     argv += ["-o", str(out_dir)]
-    # --requirements fixes the scenario set; one scenario is picked by name at the same wire revision.
-    argv += (
-        ["--requirements", REQUIREMENTS]
-        if scenario is None
-        else ["--scenario", scenario, "--spec-version", REQUIREMENTS]
-    )
+    if scenario is None:
+        return [*argv, "--requirements", REQUIREMENTS]  # fixes the scenario set and the wire revision
+    if scenario in TASKS_SCENARIOS:
+        # An extension scenario is on no spec timeline: --spec-version would skip it ("Use --force"). Without
+        # it the suite speaks 2026-07-28 for an extension scenario, as --requirements does.
+        return [*argv, "--scenario", scenario]
+    return [*argv, "--scenario", scenario, "--spec-version", REQUIREMENTS]
+
+
+async def _run_suite_against(url: str, out_dir: Path, scenario: str | None) -> tuple[int, str]:
+    argv = suite_argv(url, out_dir, scenario)
     proc = await asyncio.create_subprocess_exec(
         *argv, env=node_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
@@ -125,8 +158,8 @@ async def _run_suite_against(url: str, out_dir: Path, scenario: str | None) -> t
 
 
 def gateway_routes(backend_url: str) -> list[dict[str, Any]]:
-    """The gateway's one route, ``/mcp``, in front of the fixture server."""
-    return [route("conformance", "/mcp", backend_url)]
+    """The gateway's one route, ``/mcp``, in front of the fixture server, with tasks on for the tasks tools."""
+    return [route("conformance", "/mcp", backend_url, tasks=TASKS_ROUTE_CONFIG)]
 
 
 def run_suite(out_dir: Path, log_dir: Path, *, scenario: str | None = None) -> SuiteRun:

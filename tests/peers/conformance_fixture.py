@@ -15,9 +15,11 @@ Run it with the legacy interpreter::
 
 Streamable HTTP on ``http://127.0.0.1:N/mcp``, stateful, SSE responses.
 
-The fixtures come in groups, one function each (``FIXTURE_GROUPS``), so a later group (the tasks
-scenarios' ``greet``, ``slow_compute``, ``failing_job``, ``protocol_error_job``) is one more
-function appended to the tuple.
+The fixtures come in groups, one function each (``FIXTURE_GROUPS``). The tasks extension's scenarios
+(``tasks-*``) call legacy tools that know nothing of tasks (``add_task_tools``): the gateway's route config
+(``tests/conformance_suite/suite.py``) decides which of them become tasks. ``add_task_probes`` adds what the
+gateway's own task tests (``tests/e2e/test_tasks.py``) need beyond the suite: progress mid-task, the calls a
+``notifications/cancelled`` reached, and the calls still running.
 """
 
 from __future__ import annotations
@@ -35,8 +37,12 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.prompts.base import Message, UserMessage
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import McpError, UrlElicitationRequiredError
+from mcp.shared.session import RequestResponder
 from mcp.types import (
+    INTERNAL_ERROR,
     AudioContent,
+    CallToolRequest,
     ClientCapabilities,
     Completion,
     CompletionArgument,
@@ -44,6 +50,7 @@ from mcp.types import (
     ContentBlock,
     ElicitationCapability,
     EmbeddedResource,
+    ErrorData,
     ImageContent,
     PromptReference,
     ResourceTemplateReference,
@@ -77,6 +84,16 @@ class _Value(BaseModel):
 
 class _Context(BaseModel):
     context: str
+
+
+class _ConfirmDelete(BaseModel):
+    confirm: bool
+
+
+class _NameConfirm(BaseModel):
+    # Defaults: the suite answers multi_input's two questions with {name, confirm}.
+    name: str = ""
+    confirm: bool = False
 
 
 def _text(content: object) -> str:
@@ -397,6 +414,118 @@ def add_schema_and_header_tools(mcp: FastMCP) -> None:
         return f"region={region};query={query}"
 
 
+class _JsonRpcError(UrlElicitationRequiredError):
+    """A JSON-RPC error out of a FastMCP tool. FastMCP (``tools/base.py``) and the low-level server
+    (``lowlevel/server.py``) turn every exception a tool raises into an ``isError`` result, except this one
+    family, which ``_handle_request`` answers with its ``error``: the only way a legacy FastMCP tool ends
+    its call in a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        McpError.__init__(self, ErrorData(code=code, message=message))
+        self._elicitations = []
+
+
+def add_task_tools(mcp: FastMCP) -> None:
+    """tasks-*: the tools the suite's tasks scenarios call, written as a legacy server writes any tool
+    (no task support of their own: the gateway makes the tasks)."""
+
+    @mcp.tool(description="Sync-only: returns Hello, {name}!")
+    def greet(name: str) -> str:
+        return f"Hello, {name}!"
+
+    @mcp.tool(description="Sleeps `seconds` (silent: no progress, no log), then returns; cancellable")
+    async def slow_compute(seconds: float, label: str = "") -> str:
+        await asyncio.sleep(seconds)  # the silence is the point: a long tool that reports nothing
+        return f"slow_compute {label or 'unlabelled'} finished after {seconds:g}s"
+
+    @mcp.tool(description="Returns a tool execution error (isError: true) after about 1 s")
+    async def failing_job() -> str:
+        await asyncio.sleep(1.0)
+        raise RuntimeError("failing_job: the job failed (tool execution error)")
+
+    @mcp.tool(description="Ends in a JSON-RPC error (-32603), not in a tool execution error")
+    async def protocol_error_job() -> str:
+        await asyncio.sleep(0.5)
+        raise _JsonRpcError(INTERNAL_ERROR, "protocol_error_job: simulated internal failure")
+
+    @mcp.tool(description="Asks one confirmation (elicitation), then deletes nothing")
+    async def confirm_delete(filename: str, ctx: Context) -> str:
+        answer = _answered(await ctx.elicit(f"Delete {filename}?", _ConfirmDelete))
+        return f"deleted {filename}" if answer and answer.confirm else f"kept {filename}"
+
+    @mcp.tool(description="Asks two questions at once (two concurrent elicitations)")
+    async def multi_input(ctx: Context) -> str:
+        first, second = await asyncio.gather(
+            ctx.elicit("First input?", _NameConfirm),
+            ctx.elicit("Second input?", _NameConfirm),
+        )
+        names = [answer.name for answer in (_answered(first), _answered(second)) if answer is not None]
+        return f"multi_input got {len(names)} answer(s): {', '.join(names)}"
+
+    @mcp.tool(description="Asks the user's name (an MRTR round), then works 2 s (a task past the threshold)")
+    async def test_tool_with_task(ctx: Context) -> str:
+        name = _answered(await ctx.elicit("What is your name?", _Name))
+        await asyncio.sleep(2.0)  # the work that outlasts the route's task threshold
+        return f"Hello, {name.name if name else 'unknown'}!"
+
+
+def _tool_call(responder: RequestResponder[Any, Any]) -> dict[str, Any] | None:
+    request = getattr(responder.request, "root", None)
+    if not isinstance(request, CallToolRequest):
+        return None
+    return {"tool": request.params.name, "arguments": request.params.arguments or {}}
+
+
+def add_task_probes(mcp: FastMCP) -> None:
+    """What the gateway's task tests check beyond the suite: progress during a task (``staged_job``),
+    which calls a ``notifications/cancelled`` reached (``cancelled_calls``), and which calls are still
+    running (``calls_in_flight``), each as ``{"tool", "arguments"}``.
+
+    mcp 1.x cancels a call on ``notifications/cancelled`` through ``RequestResponder.cancel`` and through
+    nothing else (a closed session cancels its task group instead), so wrapping it records exactly the
+    calls the client (here: the gateway) cancelled. The low-level server handles every request inside
+    ``with responder:``, so the responders inside that block are the requests in flight."""
+    cancelled: list[dict[str, Any]] = []
+    in_flight: set[RequestResponder[Any, Any]] = set()
+    original_cancel = RequestResponder.cancel
+    original_enter = RequestResponder.__enter__
+    original_exit = RequestResponder.__exit__
+
+    async def recording_cancel(self: RequestResponder[Any, Any]) -> None:
+        call = _tool_call(self)
+        if call is not None:
+            cancelled.append(call)
+        await original_cancel(self)
+
+    def tracking_enter(self: RequestResponder[Any, Any]) -> RequestResponder[Any, Any]:
+        in_flight.add(self)
+        return original_enter(self)
+
+    def tracking_exit(self: RequestResponder[Any, Any], *exc_info: Any) -> None:
+        in_flight.discard(self)
+        original_exit(self, *exc_info)
+
+    RequestResponder.cancel = recording_cancel  # type: ignore[method-assign]
+    RequestResponder.__enter__ = tracking_enter  # type: ignore[method-assign]
+    RequestResponder.__exit__ = tracking_exit  # type: ignore[method-assign]
+
+    @mcp.tool(description="The tools/call requests a notifications/cancelled reached, as a JSON list")
+    def cancelled_calls() -> str:
+        return json.dumps(cancelled)
+
+    @mcp.tool(description="The tools/call requests running now (this one excepted), as a JSON list")
+    def calls_in_flight() -> str:
+        calls = [call for call in map(_tool_call, list(in_flight)) if call is not None]
+        return json.dumps([call for call in calls if call["tool"] != "calls_in_flight"])
+
+    @mcp.tool(description="Reports progress 1/2 ('halfway'), stays silent `seconds`, then finishes")
+    async def staged_job(seconds: float, ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "halfway")
+        await asyncio.sleep(seconds)  # a task's statusMessage shows the last progress meanwhile
+        await ctx.report_progress(2, 2, "finishing")
+        return f"staged_job finished after {seconds:g}s"
+
+
 def _dynamic_prompt(name: str) -> Any:
     from mcp.server.fastmcp.prompts.base import Prompt
 
@@ -409,6 +538,8 @@ FIXTURE_GROUPS: tuple[Callable[[FastMCP], None], ...] = (
     add_resources_and_prompts,
     add_stateless_diagnostics,
     add_schema_and_header_tools,
+    add_task_tools,
+    add_task_probes,
 )
 """Every group of fixtures this server offers; a new group of scenarios adds its function here."""
 

@@ -475,11 +475,26 @@ def test_unknown_version_is_unsupported_with_supported_list() -> None:
 # --- 13: method --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "resources/subscribe", "tasks/get", "no/such"])
+@pytest.mark.parametrize(
+    "method", ["ping", "logging/setLevel", "resources/subscribe", "tasks/result", "tasks/list", "no/such"]
+)
 def test_method_outside_2026_client_requests_is_404(method: str) -> None:
     outcome = rejected(run(message(method)), METHOD_NOT_FOUND, 404, "method_not_found")
     assert outcome.message == "Method not found"
     assert outcome.id == 1
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_tasks_methods_pass_the_ladder_with_their_task_id_unchecked(method: str) -> None:
+    body = message(method, {"taskId": "gate-test", "_meta": dict(META)})
+    assert accepted(run(body, headers_for(body, Mcp_Name="gate-test"))).method == method
+    assert accepted(run(body)).method == method, "a missing Mcp-Name is accepted (docs/conformance.md A1)"
+    assert accepted(run(message(method, {"_meta": dict(META)}))).params == {"_meta": META}
+
+
+def test_a_tasks_mcp_name_that_is_not_the_task_id_is_a_header_mismatch() -> None:
+    body = message("tasks/get", {"taskId": "t1.abc", "_meta": dict(META)})
+    rejected(run(body, headers_for(body, Mcp_Name="t1.other")), HEADER_MISMATCH, 400, "header_mismatch.mcp-name")
 
 
 # --- 14: optional envelope keys ----------------------------------------------------------------

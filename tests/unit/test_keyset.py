@@ -63,6 +63,7 @@ LABELS = {
     Label.LEGACY_SESSION: b"mrtr-gateway/legacy-session/v1/aes-256-gcm",
     Label.CURSOR: b"mrtr-gateway/cursor/v1/hmac-sha256",
     Label.REPLICA_HOP: b"mrtr-gateway/replica-forward/v2/hmac-sha256",
+    Label.TASK_ID: b"mrtr-gateway/task-id/v1/aes-256-gcm",
 }
 """Every label ever shipped, as shipped: changing one would change its keys and orphan its tokens."""
 

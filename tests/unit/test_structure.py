@@ -26,6 +26,7 @@ TOP_FLOOR = ("gateway.app", "gateway.keys", "gateway.server", "gateway.cli", "ga
 BELOW_FRONTDOOR = (
     "gateway.listen",
     "gateway.calls",
+    "gateway.mcptasks",
     "gateway.legacy",
     "gateway.holds",
     "gateway.state",
@@ -194,6 +195,8 @@ def _broken_rules(name: str, target: str, line: int) -> list[str]:
         not _within(name, TOP_FLOOR) and _within(target, TOP_FLOOR),
         _within(name, BOTTOM_FLOOR) and target.startswith("gateway.") and not _within(target, BOTTOM_FLOOR),
         _within(name, WITHOUT_AIOHTTP) and _within(target, ("aiohttp",)),
+        # The core is handed its task maker (calls.core.TaskMaker); it never reaches for the tasks room.
+        _within(name, ("gateway.calls",)) and _within(target, ("gateway.mcptasks",)),
     ]
     return [f"{name}:{line} imports {target}"] if any(broken) else []
 
@@ -326,6 +329,17 @@ def test_imports_back_up_the_floors_are_found_however_they_are_spelled(tmp_path:
         "gateway.observability.loop_lag:1 imports gateway.keys",
         "gateway.tasks:2 imports gateway.listen.serve",
     ]
+
+
+def test_the_core_reaching_for_the_tasks_room_is_found(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "mcptasks/service.py": "from gateway.calls import core\n",
+            "calls/core.py": "def late() -> None:\n    from gateway.mcptasks import service\n",
+        },
+    )
+    assert layer_violations(modules) == ["gateway.calls.core:2 imports gateway.mcptasks.service"]
 
 
 def test_relative_imports_and_aiohttp_in_a_pure_layer_are_found(tmp_path: Path) -> None:

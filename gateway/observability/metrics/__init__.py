@@ -8,6 +8,7 @@ all:
 * :mod:`.holds` — held calls, rounds per call, the age of a hold at its retry, expirations;
 * :mod:`.backends` — backend sessions, handshakes, failures and answer times;
 * :mod:`.forwards` — retries forwarded to the replica owning their hold, or replayed here;
+* :mod:`.tasks` — tasks made of legacy calls: by status, created, ended, evicted, refused ids;
 * :mod:`.process` — the event loop's lag, the build, and the process, platform and GC collectors;
 * :mod:`.live` — families read at scrape time from the hold registry and the session pools.
 """
@@ -47,6 +48,7 @@ from gateway.observability.metrics.labels import (
 from gateway.observability.metrics.live import SESSION_STATES, LiveState
 from gateway.observability.metrics.process import LOOP_LAG_BUCKETS, ProcessFamilies, gateway_version
 from gateway.observability.metrics.requests import LATENCY_BUCKETS, REQUEST_OUTCOMES, RequestFamilies
+from gateway.observability.metrics.tasks import TASK_AGE_BUCKETS, TASK_STATUSES, TaskFamilies
 
 __all__ = [
     "FORWARDED",
@@ -64,6 +66,8 @@ __all__ = [
     "REQUEST_OUTCOMES",
     "ROUNDS_BUCKETS",
     "SESSION_STATES",
+    "TASK_AGE_BUCKETS",
+    "TASK_STATUSES",
     "Bounded",
     "Capped",
     "HeldCall",
@@ -76,7 +80,7 @@ __all__ = [
 ]
 
 
-class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, ProcessFamilies):
+class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, TaskFamilies, ProcessFamilies):
     """One app's registry and every family in it, each subject's from its own module; see
     :mod:`.labels` for why every label is bounded."""
 
@@ -86,6 +90,7 @@ class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, P
         HoldFamilies.__init__(self, r)
         BackendFamilies.__init__(self, r)
         ForwardFamilies.__init__(self, r)
+        TaskFamilies.__init__(self, r)
         self.live = LiveState()
         r.register(self.live)
         ProcessFamilies.__init__(self, r)
@@ -116,6 +121,8 @@ class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, P
             self.forwards.labels(route, outcome)
         for reason in auth_reasons:
             self.auth_refusals.labels(route, reason)
+        self.tasks_created.labels(route)
+        self.tasks_evicted.labels(route)
 
     @classmethod
     def create(cls) -> Metrics:

@@ -32,9 +32,10 @@ _LABEL_SHAPE: Final = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 KNOWN_METHODS: Final[frozenset[str]] = frozenset(
     {m for m, _ in (*CLIENT_REQUESTS, *CLIENT_NOTIFICATIONS)}
     | {"-", "batch", "response", "GET", "POST", "DELETE", "PUT", "PATCH"}
+    | {"tasks/get", "tasks/update", "tasks/cancel"}
 )
-"""Every value the ``method`` label may take: client methods of every revision, and the
-placeholders the front door uses (``-`` rejected, ``batch``, ``response``, HTTP verbs)."""
+"""Every value the ``method`` label may take: client methods of every revision, the tasks
+extension's, and the placeholders the front door uses (``-`` rejected, ``batch``, ``response``, HTTP verbs)."""
 
 
 class LabelPolicy(Protocol):

@@ -13,6 +13,7 @@ REQUEST_OUTCOMES: Final = frozenset(
     {
         "complete",
         "input_required",
+        "task",
         "error",
         "rejected",
         "forwarded",

@@ -1,0 +1,17 @@
+"""Tasks (the ``io.modelcontextprotocol/tasks`` extension) the gateway makes of legacy calls.
+
+* :mod:`~gateway.mcptasks.ids` — ``t1.`` sealed task ids (pure);
+* :mod:`~gateway.mcptasks.table` — the owner's task records, bounded, swept;
+* :mod:`~gateway.mcptasks.wire` — the extension's shapes (pure);
+* :mod:`~gateway.mcptasks.runner` — one task's held legacy exchange, driven to its end;
+* :mod:`~gateway.mcptasks.service` — the call core's task maker and the front door's ``tasks/*`` entry.
+
+It sits beside :mod:`gateway.calls` and may import it; ``calls`` never imports it (it is handed a
+:class:`~gateway.calls.core.TaskMaker`), and nothing here imports the front door.
+"""
+
+from gateway.mcptasks.ids import TaskIds
+from gateway.mcptasks.service import TaskService
+from gateway.mcptasks.table import TaskTable
+
+__all__ = ["TaskIds", "TaskService", "TaskTable"]
