@@ -215,14 +215,19 @@ class LegacySessionBase(abc.ABC):
         return exchange
 
     def _unread(self, request: ServerRequest) -> None:
-        """A server request attributed to a call that ended without reading or answering it: answered
-        here (an elicitation cancelled, anything else a JSON-RPC error), with a log line, so the server
-        is never left waiting and nothing is lost silently."""
+        """A server request attributed to a call that ended without reading or answering it (queued
+        at its end, or sent on the call's own stream after its answer): answered here (from
+        ``self_answers`` when the route gave one, else an elicitation cancelled and anything else a
+        JSON-RPC error), with a log line, so the server is never left waiting and nothing is lost
+        silently."""
         log.info("server_request_unanswered", method=request.method, reason="its call ended first")
         self._tasks.spawn(self._answer_unread(request), name="legacy-answer-unread")
 
     async def _answer_unread(self, request: ServerRequest) -> None:
-        result, error = expiry_answer(request.method, "The request this belongs to has ended")
+        result: JsonObj | None = self.self_answers.get(request.method)  # e.g. a route's static roots
+        error: JsonObj | None = None
+        if result is None:
+            result, error = expiry_answer(request.method, "The request this belongs to has ended")
         with contextlib.suppress(GatewayError, SessionExpired):
             await self.respond(request.id, result=result, error=error)
 
@@ -344,11 +349,15 @@ class LegacySessionBase(abc.ABC):
                 if method == "ping":
                     await self.respond(request_id, result={})
                     return
-                target = exchange if exchange is not None else self._attached
-                if target is None or target.done:
+                if exchange is not None:
+                    # On the exchange's own stream: its call's, even once the call has its answer
+                    # (then the session answers it, see Exchange.unanswered).
+                    _push(exchange, ServerRequest(request_id, method, params), size)
+                    return
+                if self._attached is None or self._attached.done:
                     await self._unowned(ServerRequest(request_id, method, params))
                     return
-                _push(target, ServerRequest(request_id, method, params), size)
+                _push(self._attached, ServerRequest(request_id, method, params), size)
                 return
             notification = ServerNotification(method, params)
             if exchange is not None:

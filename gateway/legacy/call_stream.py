@@ -130,6 +130,10 @@ class CallStream:
                 if exchange.answered and not self._over:
                     self._over = True
                     exchange.receiving = None
+                    # The exchange lets go of this reader: closing it (its call has the answer now)
+                    # does not cut the routing of what arrived with the answer. The session's group
+                    # still owns the task, which ends with this chunk.
+                    exchange.reader = None
             if loop.time() - held_since > LOOP_HOLD_SECONDS:
                 await give_turn()
                 held_since = loop.time()

@@ -97,7 +97,8 @@ class Exchange:
     queue: EventQueue[ExchangeEvent | BackendUnavailable] = field(default_factory=EventQueue)
     reader: asyncio.Task[None] | None = None
     """The session's task that reads this exchange's own answer stream, if it has one (it ends with
-    the answer); stopped by :meth:`close_nowait` / :meth:`aclose`."""
+    the answer); stopped by :meth:`close_nowait` / :meth:`aclose`. A reader that has read the answer
+    sets this back to None: what is left of its chunk is routed whatever the call does next."""
     done: bool = False
     """The call is done with the exchange: it has its answer or a failure, or was closed."""
     answered: bool = False

@@ -19,7 +19,7 @@ from harness import BareClient, client_disconnects, route, running_gateway
 from hostile import HostileBackend, event, sse_response, text_result
 from waiting import eventually
 
-from gateway.legacy import base
+from gateway.legacy import base, call_stream
 
 BOUND = 10.0
 """Upper bound on every wait in this module."""
@@ -72,6 +72,29 @@ async def test_a_request_just_before_the_call_s_answer_on_its_own_stream_is_answ
     assert unanswered == ["roots/list"]
 
 
+async def test_a_late_request_the_route_answers_itself_gets_the_route_s_answer(
+    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+) -> None:
+    """The same late ``roots/list``, on a route with static roots: the gateway answers it with them
+    (as it does whenever no call is there to ask), not with an error."""
+
+    async def answer_then_ask(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
+        response = await sse_response(request)
+        late = {"jsonrpc": "2.0", "id": "late-roots", "method": "roots/list"}
+        await response.write(event(text_result(message["id"], "done")) + event(late))
+        await response.write_eof()
+        return response
+
+    backend.tools["answer_then_ask"] = answer_then_ask
+    roots = [{"uri": "file:///workspace", "name": "workspace"}]
+    async with running_gateway([route("hostile", "/mcp", backend.url, roots=roots)]) as gateway:
+        reply = await BareClient(http, gateway.url()).call_tool("answer_then_ask")
+        assert reply.text == "done"
+        answer = await answer_to(backend, "late-roots")
+    assert answer["result"] == {"roots": roots}
+    assert unanswered == ["roots/list"]
+
+
 async def test_a_request_to_a_call_whose_client_went_away_is_answered(
     backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,11 +125,21 @@ async def test_a_request_to_a_call_whose_client_went_away_is_answered(
     assert any(m.get("method") == "notifications/cancelled" for m in backend.posted)
 
 
+@pytest.mark.parametrize("turns", ["when_parsing_is_slow", "after_every_event"])
 async def test_a_request_after_the_answer_in_the_same_chunk_is_answered(
-    backend: HostileBackend, http: aiohttp.ClientSession, unanswered: list[str]
+    backend: HostileBackend,
+    http: aiohttp.ClientSession,
+    unanswered: list[str],
+    turns: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The call's result, then a server request, in one write: the gateway stops reading the stream
-    at the answer, and still answers the request that arrived with it."""
+    at the answer, and still answers the request that arrived with it. The reader may give the loop
+    a turn between the two (it does when parsing has held the loop for long: on a loaded machine,
+    at any event); the call, which has its answer, then closes its exchange, and that must not cut
+    the routing of the rest of the chunk."""
+    if turns == "after_every_event":
+        monkeypatch.setattr(call_stream, "LOOP_HOLD_SECONDS", -1.0)
 
     async def answer_then_ask(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
         response = await sse_response(request)

@@ -184,11 +184,13 @@ async def test_pass_through_answers_reuse_the_backend_connection(
     for _ in range(calls):
         async with asyncio.timeout(WAIT):
             exchange = await session.start("tools/call", {"name": "t", "arguments": {}}, {}, owner=True)
+            reader = exchange.reader
+            assert reader is not None
             backend.call_events.put_nowait(ANSWER)
             backend.call_events.put_nowait(None)
             assert await exchange.next(WAIT) == FinalResponse(result={"content": []})
-            assert exchange.reader is not None
-            assert exchange.reader.done()  # it read up to the answer, and no further
+            assert reader.done()  # it read up to the answer, and no further
+            assert exchange.reader is None  # and let go of it: the session's group owned it to its end
             await exchange.aclose()
     assert backend.calls == calls
     assert len(backend.peers) < calls // 2, f"{len(backend.peers)} connections for {calls} calls"
