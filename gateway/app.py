@@ -11,7 +11,8 @@ Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registrati
 2. end every ``subscriptions/listen`` stream with its final result, and old clients' streams at
    their next quiet moment (``on_shutdown``);
 3. stop re-reading key files;
-4. end the tasks still running (their backend work is cancelled in the background group), then
+4. end the tasks still running ``failed`` (``replica_stopped``; their backend work is cancelled in
+   the background group), then
    expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
    legacy tools finish instead of hanging (the expiries are awaited);
 5. close every backend session with ``DELETE`` (the session reaper stops first);
@@ -53,6 +54,7 @@ from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
 from gateway.listen import ListenHubs
 from gateway.mcptasks import TaskIds, TaskService, TaskTable
+from gateway.mcptasks.passthrough import LegacyTasks
 from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics import Metrics
 from gateway.observability.requests import request_middleware
@@ -144,7 +146,6 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         on_change=holds_changed,
         observer=metrics.hold_observer(),
     )
-    drain.watch_holds(registry.__len__)
     metrics.live.watch((r.name for r in settings.routes), holds=registry.counts_by_route)
     app[keys.HOLDS] = registry
     replayer = Replayer(
@@ -172,9 +173,18 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         advertise_url=config.replicas.advertise_url,
         principal_tag=boundary.principal,
         draining=lambda: drain.draining,
+        retry_after=limits.retry_after,
     )
+    # The drain's work: held calls, and the tasks this replica keeps (running ones may still end,
+    # ended ones be read): while there are any, a draining replica answers tasks/* to its deadline.
+    drain.watch_holds(lambda: len(registry) + len(tasks.table))
     core = CallCore(
-        backend=backend, registry=registry, boundary=boundary, metrics=metrics, replayer=replayer, tasks=tasks
+        backend=backend,
+        registry=registry,
+        boundary=boundary,
+        metrics=metrics,
+        replayer=replayer,
+        tasks=LegacyTasks(tasks, backend, lambda: drain.draining),
     )
     signer = ForwardSigner(state_keys)
     return FrontDoor(
@@ -287,11 +297,21 @@ async def _holds(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _mcp_tasks(app: web.Application) -> AsyncIterator[None]:
-    """Tasks run in the ``mcp-tasks`` group while the app runs; finished ones are swept every second.
-    At shutdown the running ones are ended (their backend work cancelled in the background group)."""
-    table = app[keys.DOOR].tasks.table
-    async with _periodic("task-sweeper", REAP_INTERVAL, table.sweep):
+    """Tasks run in the ``mcp-tasks`` group while the app runs; finished ones are swept every second
+    (and a draining replica looks again whether its drain is over). At shutdown the running ones end
+    ``failed`` (``replica_stopped``), then their runners are cancelled (their backend work cancelled in
+    the background group)."""
+    tasks = app[keys.DOOR].tasks
+    drain = app[keys.DRAIN]
+
+    def sweep() -> None:
+        tasks.sweep()
+        if drain.draining:
+            drain.changed()
+
+    async with _periodic("task-sweeper", REAP_INTERVAL, sweep):
         yield
+    tasks.stop()
     await app[keys.MCP_TASKS].aclose()
 
 

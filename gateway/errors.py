@@ -7,7 +7,8 @@ Tree (every exception the gateway raises for a client to hear about; status from
     │   ├── BackendUnavailable        data.reason "backend_unavailable"  HTTP 502
     │   ├── Overloaded                data.reason "overloaded"           HTTP 503 + Retry-After
     │   │   ├── Draining              data.reason "draining"             HTTP 503 + Retry-After
-    │   │   └── TaskLimitReached      a call that would become a task past limits.max_tasks* (its own cause)
+    │   │   ├── TaskLimitReached      a call that would become a task past limits.max_tasks* (its own cause)
+    │   │   └── TaskOwnerUnavailable  tasks/* for a task whose owner replica did not answer, not provably gone
     │   └── HoldLost                  data.reason "hold_lost"            HTTP 502
     │       └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
@@ -115,7 +116,10 @@ TASK_LOST_REASONS: Final[Mapping[str, str]] = MappingProxyType(
         "backend_gone": "the backend session failed, or went silent past the task's ttl",
         "result_too_large": "the result was larger than tasks.max_result_bytes, or than limits.max_task_result_bytes "
         "could keep",
-        "owner_gone": "the replica that ran the task stopped or restarted",
+        "owner_gone": "the replica that ran the task is gone: no connection to its address, another replica "
+        "answers there, or it restarted (read by any other replica)",
+        "replica_stopped": "the replica that ran the task stopped while the task was still running (its drain was "
+        "over)",
     }
 )
 """Every ``error.data.reason`` of a task the gateway ended ``failed`` itself (docs/conformance.md A6)."""
@@ -284,6 +288,14 @@ class TaskNotFound(GatewayError):
 class TaskLimitReached(Overloaded):
     """A call that would have become a task, past ``limits.max_tasks`` or ``max_tasks_per_principal``
     (the cause), with no finished task left to evict."""
+
+
+class TaskOwnerUnavailable(Overloaded):
+    """A ``tasks/*`` request for a task another replica owns, which did not answer and is not provably
+    gone (cause ``owner_unresponsive``, ``owner_failed``, or ``owner_unknown``: no address to reach it
+    at): the task may still be running there, so it is not reported lost; the client polls again."""
+
+    message = "The replica running this task did not answer; retry later"
 
 
 class MethodNotFound(GatewayError):

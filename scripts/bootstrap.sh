@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Create (or repair) the two virtualenvs this project needs, and say what was done.
+# Create (or repair) the virtualenvs this project needs, and say what was done.
 #
 #   .venv         the gateway, editable, with its test extras (mcp==2.3.0 modern client + native server)
 #   .venv-legacy  mcp==1.30.0 only: the handshake-era FastMCP peer the interop tests run as a subprocess
+#   .venv-tasks   fastmcp[tasks]==4.1.4 + fastmcp-tasks==4.1.4 (pydocket, redis; in-memory backend): the
+#                 native tasks server of the tasks differential test (tests/peers/native_tasks_server.py).
+#                 Both pinned: a later fastmcp[tasks] depends on a fastmcp-tasks that is not published.
 #   .venv-published
 #                 published legacy servers from PyPI (mcp-server-time, mcp-server-git,
 #                 office-word-mcp-server), every dependency pinned in tests/interop/published/requirements.txt
@@ -29,6 +32,8 @@ repo_root="$(pwd)"
 python="${PYTHON:-python3}"
 legacy_mcp_version="1.30.0"
 modern_mcp_version="2.3.0"
+tasks_fastmcp_version="4.1.4"
+tasks_docket_version="0.27.0"
 
 say() { printf 'bootstrap: %s\n' "$*"; }
 
@@ -110,6 +115,32 @@ else
     .venv-legacy/bin/python -m pip install --quiet --disable-pip-version-check "mcp==$legacy_mcp_version"
     legacy_ok || { say ".venv-legacy still fails its import check after install" >&2; exit 1; }
     say ".venv-legacy ready"
+fi
+
+tasks_ok() {
+    "$repo_root/.venv-tasks/bin/python" - "$tasks_fastmcp_version" "$tasks_docket_version" <<'PY' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+
+from fastmcp import FastMCP  # noqa: F401
+from fastmcp_tasks import TasksExtension, call_tool_task  # noqa: F401
+
+fastmcp_wanted, docket_wanted = sys.argv[1], sys.argv[2]
+for name, wanted in (("fastmcp", fastmcp_wanted), ("fastmcp-tasks", fastmcp_wanted), ("pydocket", docket_wanted)):
+    assert version(name) == wanted, (name, version(name), wanted)
+PY
+}
+
+if [[ -x .venv-tasks/bin/python ]] && tasks_ok; then
+    say ".venv-tasks is complete (fastmcp[tasks]==$tasks_fastmcp_version): nothing to do"
+else
+    make_venv .venv-tasks
+    say "installing fastmcp[tasks]==$tasks_fastmcp_version and fastmcp-tasks==$tasks_fastmcp_version into .venv-tasks"
+    .venv-tasks/bin/python -m pip install --quiet --disable-pip-version-check \
+        "fastmcp[tasks]==$tasks_fastmcp_version" "fastmcp-tasks==$tasks_fastmcp_version" \
+        "pydocket==$tasks_docket_version"
+    tasks_ok || { say ".venv-tasks still fails its import check after install" >&2; exit 1; }
+    say ".venv-tasks ready"
 fi
 
 published_reqs="tests/interop/published/requirements.txt"

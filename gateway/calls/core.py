@@ -62,6 +62,13 @@ class TaskMaker(Protocol):
         """Take the call's lease over as a task, recorded before it is answered; its ``CreateTaskResult``."""
         ...
 
+    async def pass_through(self, lease: Lease, call: Call) -> JsonObj | Exchange | None:
+        """Start ``call`` as the backend's own (2025-11-25) task when the backend and tool support one:
+        the call's answer (a ``CreateTaskResult``, or the backend's plain answer), or the exchange
+        that carries the task's questions and result for the core to drive as any call (a client
+        without the extension); None: the call is sent as usual."""
+        ...
+
 
 class CallCore:
     """The call lifecycle of one replica: dispatch, the drive loop, rounds, resume; replay is its strategy."""
@@ -218,6 +225,13 @@ class CallCore:
     async def _send(self, lease: Lease, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
         """Send the call upstream (again, after a url-mode consent) and drive it."""
         lease.ctx.reissue = False
+        started = None if self._tasks is None else await self._tasks.pass_through(lease, call)
+        if isinstance(started, Exchange):  # the backend's task, its result awaited here: no task of ours
+            return await self._drive(lease, started, call, hold, initial=[])
+        if started is not None:
+            if hold is not None:
+                self._registry.remove(hold)  # answered in full: a task (or the backend's answer) ends the call
+            return started
         exchange = await lease.send()
         return await self._drive(lease, exchange, call, hold)
 
@@ -340,7 +354,10 @@ class CallCore:
         limits = route.config.holds
         if hold.busy:
             self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + limits.ttl)
-        replayable = limits.on_lost == "replay" and not ctx.reissue
+        # A backend's own task, its result awaited on a tasks/result exchange (TaskMaker.pass_through),
+        # is not replayed by sending the call again: a lost hold is answered as lost.
+        own_task = ctx.exchange is not None and ctx.exchange.method != ctx.backend_method
+        replayable = limits.on_lost == "replay" and not ctx.reissue and not own_task
         token = self._boundary.seal(
             route=route.name,
             identity=RequestIdentity(hold.method, hold.target, hold.args_digest),

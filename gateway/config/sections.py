@@ -238,30 +238,40 @@ class LoggingConfig(Strict):
 
 
 class ReplicasConfig(Strict):
-    """How replicas reach each other: a retry that lands on a replica that does not hold its call is
-    forwarded to the one that does (its address is sealed into the requestState)."""
+    """How replicas reach each other over an authenticated hop: a retry that lands on a replica that
+    does not hold its call is forwarded to the one that does (its address is sealed into the
+    requestState), and so are tasks/get, tasks/update and tasks/cancel for a task another replica
+    owns (its address is sealed into the task id)."""
 
     advertise_url: str | None = Field(
         None,
         description=(
             "Base URL other replicas use to reach this one, e.g. http://10.1.2.3:8080 (in Kubernetes: the pod "
-            "IP). Overridden by MRTR_GATEWAY_ADVERTISE_URL. Unset: retries that land on another replica fail "
-            "with the hold_lost error (fine for a single replica)."
+            "IP). Overridden by MRTR_GATEWAY_ADVERTISE_URL. Sealed into the requestStates and task ids this replica "
+            "issues. Unset (fine for a single replica): retries that land on another replica fail with the hold_lost "
+            "error, and tasks/* requests for this replica's tasks that land on another replica are refused as "
+            "retryable until the task id expires (-32603, data.reason overloaded, data.cause owner_unknown, HTTP 503 "
+            "with Retry-After)."
         ),
     )
     forward_timeout: PositiveSeconds = Field(
         5,
-        description="Seconds the owning replica has to accept the forwarded retry's connection and acknowledge it "
-        "(HTTP 100 Continue, sent by its HTTP server as soon as it reads the request) before the retry fails with "
-        "the hold_lost error (data.cause owner_unreachable without a connection, owner_unresponsive without the "
-        "acknowledgement: a stopped or stalled process). Once acknowledged, the owner may stay silent for at most "
-        "the route's backend.timeout.",
+        description="Seconds the owning replica has to accept a forwarded request's connection and acknowledge it "
+        "(HTTP 100 Continue, sent by its HTTP server as soon as it reads the request). Past it, a forwarded retry "
+        "fails with the hold_lost error (data.cause owner_unreachable without a connection, owner_unresponsive "
+        "without the acknowledgement: a stopped or stalled process); once acknowledged, the owner may stay silent for "
+        "at most the route's backend.timeout. A forwarded tasks/* request: without a connection the owner is gone "
+        "and the task is answered failed (error data.reason owner_gone); without the acknowledgement, or when the "
+        "owner fails or stays silent after it (past forward_timeout for tasks/get and tasks/cancel, past the route's "
+        "backend.timeout for tasks/update), the task may still be running: refused as retryable (-32603, "
+        "data.reason overloaded, data.cause owner_unresponsive or owner_failed, HTTP 503 with Retry-After).",
     )
     ca_file: str | None = Field(
         None,
         description="PEM file of the certificate authorities that sign the replicas' certificates, for an https "
-        "advertise_url whose certificates a private CA issues. Default: the system's trust store. The hop must run "
-        "on a private network or over TLS.",
+        "advertise_url whose certificates a private CA issues. Default: the system's trust store. The hop carries "
+        "clients' requests and credentials (forwarded retries and tasks/* requests): run it on a private network or "
+        "over TLS.",
     )
 
     @field_validator("advertise_url")

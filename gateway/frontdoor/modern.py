@@ -5,8 +5,10 @@ becomes a :class:`~gateway.calls.request.Call`. A retry's requestState is opened
 core runs (:class:`~gateway.state.boundary.RequestStateBoundary`): a call this replica holds is
 resumed by the call core; a call another replica holds is forwarded to it over the authenticated hop
 (:mod:`gateway.replicas.forward`), or — when that replica is provably gone — replayed or answered as
-lost, by the route's policy. The answer is one JSON response, or an SSE stream when notifications
-were asked for and sent first (:class:`~gateway.frontdoor.stream.ResponseStream`).
+lost, by the route's policy. ``tasks/*`` go to the task service (:mod:`gateway.mcptasks.service`); a
+task another replica owns is forwarded to it over the same hop. The answer is one JSON response, or
+an SSE stream when notifications were asked for and sent first
+(:class:`~gateway.frontdoor.stream.ResponseStream`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from gateway.frontdoor.responses import body_response, encoded, error_response, 
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.session import JsonObj
 from gateway.listen import Listener, acknowledged, stream_listener
+from gateway.mcptasks.service import Elsewhere
+from gateway.mcptasks.table import TaskRecord
 from gateway.observability import tracing
 from gateway.observability.requests import record_of
 from gateway.replicas.forward import OWNER_UNREACHABLE
@@ -179,9 +183,21 @@ async def _serve_task(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> w
     try:
         if not policy.enabled:
             raise MethodNotFound("tasks_disabled")
-        answer, task = await door.tasks.answer(
-            route.name, outcome.method, outcome.params, outcome.client_capabilities, inbound.principal
+        answered = await door.tasks.answer(
+            route.name,
+            outcome.method,
+            outcome.params,
+            outcome.client_capabilities,
+            inbound.principal,
+            policy=policy,
+            forwarded=inbound.forwarded,
         )
+        if isinstance(answered, Elsewhere):
+            relayed = await _task_elsewhere(door, inbound, outcome, answered)
+            if isinstance(relayed, web.StreamResponse):
+                return relayed  # the owner replica answered, through us
+            answered = relayed
+        answer, task = answered
     except GatewayError as exc:
         record.failed(exc.code, exc.reason)
         return error_response(outcome.id, exc)
@@ -190,8 +206,29 @@ async def _serve_task(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> w
     return body_response(await encoded(envelopes.result(outcome.id, answer)))
 
 
+async def _task_elsewhere(
+    door: FrontDoor, inbound: Inbound, outcome: Accepted, where: Elsewhere
+) -> tuple[JsonObj, TaskRecord] | web.StreamResponse:
+    """Forward a ``tasks/*`` request to the replica that owns the task, which answers it as its own;
+    when the hop fails the task service decides (owner gone: ``failed``; else retryable). The owner
+    answers ``tasks/get`` and ``tasks/cancel`` from memory: its silence is bounded by
+    ``replicas.forward_timeout``; ``tasks/update`` posts answers upstream (``backend.timeout``)."""
+    quick = None if outcome.method == "tasks/update" else door.settings.config.replicas.forward_timeout
+    try:
+        forwarded = await door.hop.forward(
+            inbound.request, inbound.route, inbound.body, where.owner_url, request_id=outcome.id, read_timeout=quick
+        )
+    except HoldLost as lost:
+        return door.tasks.unreached(where, lost.reason)
+    record = record_of(inbound.request)
+    record.outcome, record.backend_status = "forwarded", forwarded.status
+    return forwarded
+
+
 async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
-    """``subscriptions/listen``: always a long-lived SSE stream (406 when the client cannot take one)."""
+    """``subscriptions/listen``: always a long-lived SSE stream (406 when the client cannot take one).
+    ``notifications.taskIds`` on a route with tasks: the task service picks the tasks the stream
+    follows, or refuses the request (-32021 without the extension) before the stream opens."""
     if not outcome.wants_sse:
         record_of(inbound.request).outcome = "rejected"
         return web.Response(status=406)
@@ -199,12 +236,20 @@ async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) ->
     caller = inbound.caller()
     requested = outcome.params.get("notifications")
     requested = requested if isinstance(requested, dict) else {}
+    watch = None
+    if route.config.tasks.enabled and "taskIds" in requested:
+        try:
+            task_ids, capabilities = requested["taskIds"], outcome.client_capabilities
+            watch = door.tasks.follow(route.name, task_ids, capabilities, inbound.principal)
+        except GatewayError as exc:
+            record_of(inbound.request).failed(exc.code, exc.reason)
+            return error_response(outcome.id, exc)
 
     async def open_session(sink: Any) -> Any:
         return await route.pool.open_detached(caller.forward_headers, sink)
 
     def listener_for(capabilities: Any) -> Listener:
-        return Listener(outcome.id, acknowledged(requested, capabilities))
+        return Listener(outcome.id, acknowledged(requested, capabilities, None if watch is None else watch.task_ids))
 
     key = (route.config.path, credential_digest(caller.session_identity))
     try:
@@ -216,8 +261,12 @@ async def _serve_listen(door: FrontDoor, inbound: Inbound, outcome: Accepted) ->
         return error_response(outcome.id, exc)
     record_of(inbound.request).outcome = "listen"
     try:
+        if watch is not None:
+            watch.start(listener.task_changed)  # queued now, written after the acknowledgment
         return await stream_listener(inbound.request, hub, listener, until=inbound.token_expires)
     finally:
+        if watch is not None:
+            watch.stop()
         door.hubs.leave(key)
         await door.hubs.close_idle()
 

@@ -7,6 +7,9 @@ stream carries the legacy ``notifications/*/list_changed`` and ``notifications/r
 which the hub fans out to every listen stream that asked for them, stamped with that stream's
 ``subscriptionId``. Resource subscriptions are reference-counted: ``resources/subscribe`` once per
 URI when the first listener wants it, ``resources/unsubscribe`` when the last one leaves.
+On a route with tasks, a listener also carries the ``notifications/tasks`` of the tasks its
+``notifications.taskIds`` named and the task room let it follow (:mod:`gateway.mcptasks.watch`),
+handed to :meth:`~gateway.listen.translate.Listener.task_changed` after every change of a task.
 
 Three rooms: :mod:`~gateway.listen.translate` (pure: what is acknowledged, which notification goes
 to which stream, the messages written), :mod:`~gateway.listen.hub` (the backend session and its

@@ -29,7 +29,7 @@ async def stream_listener(
             if wait <= 0:
                 return response
             try:
-                message = await asyncio.wait_for(listener.queue.get(), wait)
+                message = await asyncio.wait_for(listener.next(), wait)
             except TimeoutError:
                 if until is None or time.time() < until:
                     await response.write(SSE_PING)

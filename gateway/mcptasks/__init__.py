@@ -4,6 +4,8 @@
 * :mod:`~gateway.mcptasks.table` — the owner's task records, bounded, swept;
 * :mod:`~gateway.mcptasks.wire` — the extension's shapes (pure);
 * :mod:`~gateway.mcptasks.runner` — one task's held legacy exchange, driven to its end;
+* :mod:`~gateway.mcptasks.passthrough` — a backend's own (2025-11-25) task served as one of these;
+* :mod:`~gateway.mcptasks.watch` — the tasks one ``subscriptions/listen`` stream follows;
 * :mod:`~gateway.mcptasks.service` — the call core's task maker and the front door's ``tasks/*`` entry.
 
 It sits beside :mod:`gateway.calls` and may import it; ``calls`` never imports it (it is handed a

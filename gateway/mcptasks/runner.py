@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -208,10 +208,16 @@ class TaskRunner:
         ctx.end_span(reason.replace(" ", "_"))
         exchange, ctx.exchange = ctx.exchange, None
         pending, self._pending = list(self._pending.values()), {}
-        self._background.spawn(_wind_down(ctx, exchange, pending, reason), name="task-wind-down")
+        self._background.spawn(self._giving_up(ctx, exchange, pending, reason), name="task-wind-down")
+
+    def _giving_up(
+        self, ctx: CallContext, exchange: Exchange | None, pending: list[Pending], reason: str
+    ) -> Coroutine[Any, Any, None]:
+        """The background work of :meth:`_stop` (a legacy task passed through tells its backend first)."""
+        return wind_down(ctx, exchange, pending, reason)
 
 
-async def _wind_down(ctx: CallContext, exchange: Exchange | None, pending: list[Pending], reason: str) -> None:
+async def wind_down(ctx: CallContext, exchange: Exchange | None, pending: list[Pending], reason: str) -> None:
     pooled = ctx.pooled
     session = pooled.session
     reusable = True
@@ -222,7 +228,7 @@ async def _wind_down(ctx: CallContext, exchange: Exchange | None, pending: list[
         if exchange is not None and not exchange.answered:
             await session.notify("notifications/cancelled", {"requestId": exchange.request_id, "reason": reason})
             log.info("backend_call_cancelled", route=ctx.route.name, reason=reason.replace(" ", "_"))
-            reusable = await _settled(ctx, exchange, CANCEL_GRACE)
+            reusable = await settled(ctx, exchange, CANCEL_GRACE)
     except GatewayError as exc:  # the backend did not take our answer: do not trust the session
         log.info("task_wind_down_failed", route=ctx.route.name, reason=exc.reason)
         reusable = False
@@ -237,7 +243,7 @@ async def _wind_down(ctx: CallContext, exchange: Exchange | None, pending: list[
         ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
 
 
-async def _settled(ctx: CallContext, exchange: Exchange, grace: float) -> bool:
+async def settled(ctx: CallContext, exchange: Exchange, grace: float) -> bool:
     """Read a cancelled call's last messages for up to ``grace`` seconds (its late result is
     discarded; its questions refused); True once it has ended."""
     loop = asyncio.get_running_loop()

@@ -13,6 +13,10 @@ new task is refused (:class:`~gateway.errors.TaskLimitReached`: HTTP 503 + Retry
 that cannot fit ends its task ``failed`` (``result_too_large``). :meth:`TaskTable.sweep`, run every
 second by the app, drops finished records past their time: ``ttl`` after creation and at least
 ``retention`` after the end.
+
+Change hooks (:meth:`TaskTable.watch`): a ``subscriptions/listen`` stream that follows a task is
+called after each change of its record, inside the change; a hook only queues a bounded message, so
+no follower can hold a task up. A record that goes drops its hooks.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class TaskRecord:
     """The runner while the task runs; None once it has ended."""
     server_info: Mapping[str, Any] | None = None
     """The backend's ``serverInfo``, for every answer's ``_meta``."""
+    watchers: list[Callable[[TaskRecord], None]] | None = None
+    """Hooks called after every change (:meth:`TaskTable.watch`: listen streams following the task); None: none."""
 
     @property
     def terminal(self) -> bool:
@@ -112,6 +118,8 @@ class TaskTable:
         self._per_principal: Counter[str | None] = Counter()
         self._by_status: Counter[tuple[str, str]] = Counter()
         self.retained_bytes = 0
+        self.watching = 0
+        """Change hooks registered on records (:meth:`watch`), across all records."""
 
     def __len__(self) -> int:
         return len(self._records)
@@ -167,6 +175,7 @@ class TaskTable:
         if not record.terminal and message != record.status_message:
             record.status_message = message
             record.updated = self._clock()
+            self._changed(record)
 
     def ask(self, record: TaskRecord, key: str, request: JsonObj) -> None:
         """A question outstanding under ``key``: the task is ``input_required``."""
@@ -243,12 +252,43 @@ class TaskTable:
         elif not changed:
             return
         record.updated = self._clock()
+        self._changed(record)
 
     def _count(self, record: TaskRecord, delta: int) -> None:
         label = (record.route, record.status)
         self._by_status[label] += delta
         if self._metrics is not None:
             self._metrics.tasks.labels(*label).set(self._by_status[label])
+
+    # -- change hooks ------------------------------------------------------------------------
+
+    def watch(self, record: TaskRecord, hook: Callable[[TaskRecord], None]) -> None:
+        """Call ``hook(record)`` after every change of ``record`` (status, ``statusMessage``,
+        ``inputRequests``, its end) until :meth:`unwatch` or the record goes. A hook runs inside the
+        change, so it must not block or raise: a listen stream only queues a bounded message."""
+        if self._records.get(record.key) is not record or (record.watchers is not None and hook in record.watchers):
+            return
+        if record.watchers is None:
+            record.watchers = []
+        record.watchers.append(hook)
+        self.watching += 1
+
+    def unwatch(self, record: TaskRecord, hook: Callable[[TaskRecord], None]) -> None:
+        """Stop calling ``hook``; nothing if it is not registered (any more)."""
+        if record.watchers is None or hook not in record.watchers:
+            return
+        record.watchers.remove(hook)
+        self.watching -= 1
+        if not record.watchers:
+            record.watchers = None
+
+    def _changed(self, record: TaskRecord) -> None:
+        for hook in list(record.watchers or ()):
+            try:
+                hook(record)
+            except Exception:  # deny-on-error: a broken follower must not break the task it follows
+                log.exception("task_watcher_failed")
+                self.unwatch(record, hook)
 
     # -- expiry ------------------------------------------------------------------------------
 
@@ -261,6 +301,9 @@ class TaskTable:
 
     def _remove(self, record: TaskRecord) -> None:
         del self._records[record.key]
+        if record.watchers is not None:  # a record that goes ends its followers' interest: nothing more will change
+            self.watching -= len(record.watchers)
+            record.watchers = None
         self._ended.pop(record.key, None)
         self._per_principal[record.principal] -= 1
         if self._per_principal[record.principal] <= 0:

@@ -5,6 +5,7 @@
 * :func:`detailed` — ``tasks/get``'s ``DetailedTask`` (``resultType: "complete"``): one shape per
   status (``input_required`` with every outstanding question, ``completed`` with ``result``,
   ``failed`` with ``error``);
+* :func:`detailed_task` — the same ``DetailedTask`` as the ``params`` of a ``notifications/tasks``;
 * :data:`ACK` — what ``tasks/update`` and ``tasks/cancel`` answer.
 
 Timestamps are ISO 8601 UTC with milliseconds and ``Z``. Never ``requestState``, ``ttl`` or
@@ -48,14 +49,21 @@ def create_result(record: TaskRecord, server_info: Mapping[str, Any] | None) -> 
 
 def detailed(record: TaskRecord, server_info: Mapping[str, Any] | None) -> JsonObj:
     """``tasks/get``'s answer: the task as it is now."""
-    out: JsonObj = {"resultType": "complete", **task_fields(record)}
+    return results.with_server_info({"resultType": "complete", **detailed_task(record)}, server_info)
+
+
+def detailed_task(record: TaskRecord) -> JsonObj:
+    """The task as it is now, as a ``DetailedTask``: :func:`detailed` without the result's own fields
+    (``resultType``, ``_meta``). It is the ``params`` of a ``notifications/tasks`` (docs/conformance.md),
+    which the listen stream stamps with its ``subscriptionId``."""
+    out = task_fields(record)
     if record.status == "input_required":
         out["inputRequests"] = dict(record.input_requests)
     elif record.status == "completed" and record.result is not None:
         out["result"] = record.result
     elif record.status == "failed" and record.error is not None:
         out["error"] = record.error
-    return results.with_server_info(out, server_info)
+    return out
 
 
 def progress_message(params: Mapping[str, Any]) -> str | None:

@@ -22,6 +22,14 @@ owner's final answer, unchanged. Once acknowledged, a silent owner never keeps t
 route's ``backend.timeout``: that is the read timeout of the hop. If it strikes after the owner's
 answer has begun, an SSE answer is ended with a JSON-RPC error event; any other answer is cut off.
 The answer is streamed by the gateway's one relay (:mod:`gateway.relay`).
+
+The same hop carries ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` for a task another replica
+owns (:mod:`gateway.mcptasks.service`): the owner answers them as if they came to it directly. Its
+read timeout is then the caller's (``forward_timeout`` for ``tasks/get`` and ``tasks/cancel``, which
+the owner answers from memory), and a failed hop raises the same :class:`HoldLost` causes, which the
+task service reads as "owner gone" (:data:`OWNER_UNREACHABLE`) or "not answering" (the others). The
+request body is the client's, already bounded by ``listen.max_body_bytes``; the answer is streamed,
+never buffered.
 """
 
 from __future__ import annotations
@@ -133,13 +141,22 @@ class ReplicaHop:
         self._http = http
 
     async def forward(
-        self, request: web.Request, route: RouteRuntime, body: bytes, owner_url: str, *, request_id: Any = None
+        self,
+        request: web.Request,
+        route: RouteRuntime,
+        body: bytes,
+        owner_url: str,
+        *,
+        request_id: Any = None,
+        read_timeout: float | None = None,
     ) -> web.StreamResponse:
         """Stream ``request`` to ``owner_url``, or raise :class:`HoldLost` when the owner did not answer.
 
         Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made. Neither
         is counted here: the caller may still replay the call, and a retry counts once, under the
-        outcome it ends with (``replayed``, or this one; :mod:`gateway.calls.replayer`)."""
+        outcome it ends with (``replayed``, or this one; :mod:`gateway.calls.replayer`). Once
+        acknowledged, the owner's silence is bounded by ``read_timeout`` (default: the route's
+        ``backend.timeout``)."""
         path = route.config.path
         headers = {
             k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
@@ -159,7 +176,7 @@ class ReplicaHop:
         timeout = aiohttp.ClientTimeout(
             total=None,
             sock_connect=self._config.forward_timeout,
-            sock_read=route.config.backend.timeout,
+            sock_read=route.config.backend.timeout if read_timeout is None else read_timeout,
             ceil_threshold=float("inf"),  # the connect timeout exactly at forward_timeout (ACK_MARGIN)
         )
         tls = _tls_context(self._config.ca_file) if owner_url.startswith("https://") else None

@@ -28,6 +28,9 @@ RELAYED_CODES: Mapping[int, int] = {
 }
 """Backend error codes kept (or renamed) when relayed; every other code becomes -32603."""
 
+LEGACY_RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""The ``_meta`` key a 2025-11-25 ``tasks/result`` answer links its task by: no 2026-07-28 meaning."""
+
 
 def complete_result(
     method: str,
@@ -45,6 +48,9 @@ def complete_result(
     ``private`` scope.
     """
     result: JsonObj = {k: v for k, v in legacy.items() if k != "resultType"}
+    meta = result.get("_meta")
+    if isinstance(meta, Mapping) and LEGACY_RELATED_TASK in meta:  # a legacy task's result (docs/conformance.md A30)
+        result["_meta"] = {k: v for k, v in meta.items() if k != LEGACY_RELATED_TASK}
     result["resultType"] = "complete"
     if method in CACHEABLE_METHODS:
         result["ttlMs"] = ttl_ms if cacheable else 0

@@ -118,7 +118,7 @@ SUITE_STUBS: tuple[SuiteStub, ...] = (
         'subscriptions/listen rewrite"): notifications/tasks now travel on the subscriptions/listen stream and '
         "the suite's harness does not read it yet. Nothing is sent to the gateway.",
         covered_by="ext-tasks specification/draft/tasks.md (notifications/tasks on subscriptions/listen with "
-        "notifications.taskIds); the gateway's own listen tests for taskIds",
+        "notifications.taskIds); tests/e2e/test_task_listen.py (docs/conformance.md A23-A26)",
     ),
 )
 """Scenarios the suite cannot fail yet. Each must still report exactly its one SKIPPED check: a stub that

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +43,6 @@ def _assert_unresponsive(reply: Any, seconds: float, forwarder: Any) -> None:
     forwards = forwarder.app[keys.METRICS].forwards
     assert forwards.labels("demo", OWNER_UNRESPONSIVE)._value.get() == 1
     assert forwards.labels("demo", "replayed")._value.get() == 0, "an owner that may resume is never replayed"
-
-
-@pytest.fixture
-async def silent_owner() -> AsyncIterator[str]:
-    """An address whose process accepts connections and reads nothing, answers nothing (no
-    ``100 Continue``): a stopped process, as far as the hop can tell."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def accept_and_ignore(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(accept_and_ignore, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        for writer in held:
-            writer.close()
-        server.close()
-        await server.wait_closed()
 
 
 async def test_an_owner_that_never_acknowledges_is_given_up_after_forward_timeout(
