@@ -71,6 +71,7 @@ MAX_TASK_ID: Final = 256
 MAX_MESSAGE: Final = 1000
 """Characters of a legacy ``statusMessage`` kept."""
 INVALID_CREATE = "The backend answered a task-augmented call without a valid task"
+NO_TOOL_RESULT = "The backend's task ended without a tool result"
 
 
 def declares(initialize_result: Mapping[str, Any], *path: str) -> bool:
@@ -225,6 +226,14 @@ class PassthroughRunner(TaskRunner):
         self._legacy_id = legacy_id
         self._cancellable = cancellable
         """The backend declares ``capabilities.tasks.cancel``: ``tasks/cancel`` is sent upstream."""
+
+    def _final(self, event: FinalResponse) -> None:
+        """A ``tasks/result`` answer that is no ``CallToolResult`` (no ``content``) ends the task ``failed``
+        (docs/conformance.md A38): ``mcp`` 1.30.0 answers it for a ``failed`` task with its ``_meta`` alone."""
+        if event.error is None and not isinstance((event.result or {}).get("content"), list):
+            error = {"code": INTERNAL_ERROR, "message": NO_TOOL_RESULT, "data": {"reason": "legacy_task_failed"}}
+            event = FinalResponse(error=error)
+        super()._final(event)
 
     def _notified(self, event: ServerNotification) -> None:
         if event.method != "notifications/tasks/status":
