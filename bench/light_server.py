@@ -3,7 +3,9 @@
 Ten thousand FastMCP sessions would measure FastMCP, not the gateway: this server keeps each
 session in a few hundred bytes. ``initialize`` answers JSON with a session id; ``tools/call ask``
 answers on an SSE stream with one ``elicitation/create`` and keeps the stream open until the
-client's answer arrives (a POST with that request's id), then sends the result and ends it. With
+client's answer arrives (a POST with that request's id), then sends the result and ends it;
+``tools/call work`` answers on an SSE stream that stays open and silent until the client goes away
+(a task that keeps running), ``tools/call done`` answers at once with a short result. With
 ``--get-stream`` it also keeps a standalone GET stream per session (as FastMCP does); without, GET
 is 405, which the protocol allows, so a held call costs the gateway one backend connection.
 
@@ -21,7 +23,14 @@ from typing import Any
 from aiohttp import web
 
 ELICIT = {"message": "Which city?", "requestedSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}
-TOOLS = [{"name": "ask", "description": "One elicitation.", "inputSchema": {"type": "object", "properties": {}}}]
+_NO_ARGS = {"type": "object", "properties": {}}
+TOOLS = [
+    {"name": "ask", "description": "One elicitation.", "inputSchema": _NO_ARGS},
+    {"name": "work", "description": "Runs until the client goes away.", "inputSchema": _NO_ARGS},
+    {"name": "done", "description": "Answers at once.", "inputSchema": _NO_ARGS},
+]
+DONE_TEXT = "report=ready;rows=42"
+"""What ``done`` answers: a short tool result, the size of a typical status line."""
 
 
 def build(get_stream: bool) -> web.Application:
@@ -51,7 +60,19 @@ def build(get_stream: bool) -> web.Application:
             return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": TOOLS}})
         if method != "tools/call":
             return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        name = (message.get("params") or {}).get("name")
+        if name == "done":
+            result = {"content": [{"type": "text", "text": DONE_TEXT}]}
+            return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        if name == "work":
+            return await running_call(request)
         return await held_call(request, message)
+
+    async def running_call(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.Event().wait()  # until the client goes away (the handler is cancelled)
+        return response
 
     async def held_call(request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -145,6 +145,25 @@ def profile_table(profile: dict[str, Any], rows: int = 12) -> str:
     return "\n".join(lines)
 
 
+def tasks_line(tasks: dict[str, Any]) -> str:
+    """The tasks section (:mod:`bench.tasks`) in one paragraph."""
+
+    def get(figures: dict[str, Any], path: str) -> str:
+        got = figures.get(path)
+        return f"{got['median_ms']:.2f} ms (p99 {got['p99_ms']:.2f})" if got else "not available"
+
+    latency = tasks["get_latency"]
+    return (
+        f"Tasks ({tasks['tasks']} retained, then {tasks['tasks']} running, on one replica): "
+        f"{tasks['retained']['kib_per_task']} KiB per retained result ({tasks['result_text_bytes']} B of text), "
+        f"{tasks['running']['kib_per_task']} KiB per running task (its backend session and connection included). "
+        f"`tasks/get` with {latency['tasks_kept_by_owner']} tasks kept, c=1: a working task on the owner "
+        f"{get(latency['working'], 'owner')}, through a second replica that forwards it "
+        f"{get(latency['working'], 'forward')}; a completed one {get(latency['completed'], 'owner')} and "
+        f"{get(latency['completed'], 'forward')}."
+    )
+
+
 def section(report: dict[str, Any], before: dict[str, Any] | None, profile: dict[str, Any] | None = None) -> str:
     machine = report["machine"]
     rounds = report["two_round"]
@@ -152,7 +171,7 @@ def section(report: dict[str, Any], before: dict[str, Any] | None, profile: dict
     lines = [
         BEGIN,
         "```sh",
-        "bash bench/run.sh            # the whole run (about 6-9 minutes); --quick: about 2-3",
+        "bash bench/run.sh            # the whole run (about 8-11 minutes); --quick: about 3-4",
         "```",
         "",
         f"Last run: {report['profile']} profile, {report['seconds']:.0f} s, Python {machine['python']} on "
@@ -202,6 +221,7 @@ def section(report: dict[str, Any], before: dict[str, Any] | None, profile: dict
             for c, v in report.get("holds_get_stream", {}).get("holds", {}).items()
         )
         + ".",
+        *(["", tasks_line(report["tasks"])] if "tasks" in report else []),
         *(["", profile_table(profile)] if profile else []),
         END,
     ]

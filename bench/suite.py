@@ -6,8 +6,9 @@ It starts, as subprocesses bound to 127.0.0.1: the handshake-era backend (mcp 1.
 gateway on DEFAULT route settings (one HTTP route, one stdio route running the same FastMCP server
 per session). Then, in this order: the stdio route's first burst (cold), pass-through latency
 (interleaved), the two-round flow vs native (interleaved), 300 concurrent interactive flows, a
-4 MiB result with the worst ``/healthz`` stall, throughput + CPU at 64 concurrent, the codec, and
-RSS per held call (a dedicated gateway and :mod:`bench.light_server`).
+4 MiB result with the worst ``/healthz`` stall, throughput + CPU at 64 concurrent, the codec,
+RSS per held call (a dedicated gateway and :mod:`bench.light_server`), and tasks (:mod:`bench.tasks`:
+RSS per retained and per running task, ``tasks/get`` on the owner and through a second replica).
 
 ``--gateway-src DIR`` measures the gateway package found in DIR instead (e.g. a checkout of an
 older commit), for before/after figures on one machine. The JSON report is the input of
@@ -30,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from bench import holds, large, passthrough, rounds, small
+from bench import holds, large, passthrough, rounds, small, tasks
 from bench.harness import (
     ROOT,
     Legacy,
@@ -54,6 +55,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "codec": 20000,
         "holds": [1000, 10000],
         "holds_get_stream": [1000],
+        "tasks": 10000,
+        "tasks_get_runs": 300,
     },
     "quick": {
         "runs": 60,
@@ -63,6 +66,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "codec": 5000,
         "holds": [500, 2000],
         "holds_get_stream": [],
+        "tasks": 1000,
+        "tasks_get_runs": 60,
     },
 }
 
@@ -102,7 +107,7 @@ def _codec(iterations: int, env: dict[str, str]) -> dict[str, Any]:
     return figures
 
 
-SECTIONS = ("stdio_burst", "passthrough", "two_round", "burst", "large", "load", "codec", "holds")
+SECTIONS = ("stdio_burst", "passthrough", "two_round", "burst", "large", "load", "codec", "holds", "tasks")
 
 
 async def run(
@@ -186,6 +191,11 @@ async def run(
         report["holds"] = await holds.measure(profile["holds"], env=env)
     if "holds" in only and profile["holds_get_stream"]:
         report["holds_get_stream"] = await holds.measure(profile["holds_get_stream"], get_stream=True, env=env)
+    if "tasks" in only:
+        print(
+            f"tasks: {profile['tasks']} retained, then {profile['tasks']} running; tasks/get on the owner and forwarded"
+        )
+        report["tasks"] = await tasks.measure(profile["tasks"], profile["tasks_get_runs"], env=env)
     report["seconds"] = round(time.time() - report.pop("started"), 1)
     return report
 

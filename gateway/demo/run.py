@@ -43,7 +43,20 @@ async def run_demo(port: int = 8080, walk: str | None = None) -> int:
             # Loopback only, and no browser origin may call it (DNS-rebinding protection).
             "listen": {"host": "127.0.0.1", "port": port, "allowed_origins": []},
             "state": {"keys": [generate_secret()]},
-            "routes": [{"name": "demo", "path": "/mcp", "backend": {"url": backend_url, "timeout": 30}}],
+            "routes": [
+                {
+                    "name": "demo",
+                    "path": "/mcp",
+                    "backend": {"url": backend_url, "timeout": 30},
+                    # slow_report (about 5 s) becomes a task for a client that declares the extension
+                    # once it has run 1 s; every other tool, and every other client, is served as before.
+                    "tasks": {
+                        "enabled": True,
+                        "poll_interval_ms": 1000,
+                        "tools": {"slow_report": {"mode": "after", "after_ms": 1000}},
+                    },
+                }
+            ],
         },
         env={},
     )

@@ -16,6 +16,7 @@ error (unknown tool, unknown resource, URL elicitation required) are :class:`Rpc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -207,6 +208,21 @@ async def _show_roots(ctx: ToolContext, arguments: JsonObject) -> str:
     return "roots=" + ",".join(str(root.get("uri")) for root in roots if isinstance(root, dict))
 
 
+SLOW_REPORT_STEPS = 5
+SLOW_REPORT_STEP_SECONDS = 1.0
+
+
+async def _slow_report(ctx: ToolContext, arguments: JsonObject) -> str:
+    """About five seconds of work, one ``notifications/progress`` a second: the demo's task."""
+    for step in range(1, SLOW_REPORT_STEPS + 1):
+        await asyncio.sleep(SLOW_REPORT_STEP_SECONDS)  # the tool's behaviour: one step of slow work
+        if ctx.progress_token is not None:
+            message = f"step {step} of {SLOW_REPORT_STEPS}"
+            progress = {"progressToken": ctx.progress_token, "progress": step, "total": SLOW_REPORT_STEPS}
+            ctx.notify("notifications/progress", {**progress, "message": message})
+    return f"report=ready;steps={SLOW_REPORT_STEPS}"
+
+
 async def _ask_and_sample(ctx: ToolContext, arguments: JsonObject) -> str:
     elicited, sampled = await ctx.request_all([_form(ctx, "Which city?", "city"), _sampling("the city")])
     city = _accepted(elicited, "city")
@@ -229,6 +245,12 @@ TOOLS: dict[str, Tool] = {
         Tool("summarize", "Summarize text via sampling.", _schema({"text": {"type": "string"}}), _summarize),
         Tool("show_roots", "List the client's roots (asked on the GET stream).", _schema(), _show_roots),
         Tool("ask_and_sample", "Elicit and sample at once, before either answer.", _schema(), _ask_and_sample),
+        Tool(
+            "slow_report",
+            "Work for about five seconds, reporting progress each second (the demo route serves it as a task).",
+            _schema(),
+            _slow_report,
+        ),
     )
 }
 

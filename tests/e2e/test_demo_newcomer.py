@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import re
 import socket
 import sys
@@ -118,6 +119,44 @@ async def test_the_printed_curl_pair_shows_one_input_required_round_and_its_retr
     assert '"elicit-1":{"method":"elicitation/create"' in first
     assert '"resultType":"complete"' in second
     assert '"text":"city=Lisbon"' in second
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_URL = "URL=http://127.0.0.1:8080/mcp\n"
+
+
+def _readme_task_block() -> str:
+    """The ``sh`` block of the README's "A task in the demo" section, as a newcomer copies it."""
+    section = README.read_text().split("\n## A task in the demo\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert block.startswith(README_URL), "the block names the demo's default URL first"
+    return block
+
+
+async def test_the_readme_task_flow_runs_against_the_demo(tmp_path: Path) -> None:
+    async with running_demo() as demo:
+        url = re.search(r"mrtr-gateway \(MCP 2026-07-28\):\s+(\S+)", demo.banner)
+        assert url is not None, demo.banner
+        script = _readme_task_block().replace(README_URL, f"URL={url.group(1)}\n", 1)
+        (tmp_path / "task.sh").write_text(script)
+        code, out = await _run("bash", "-euo", "pipefail", "task.sh", cwd=tmp_path)
+    assert code == 0, out
+    lines = out.strip().split("\n")
+    created = json.loads(lines[0])["result"]
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    assert created["taskId"].startswith("t1.")
+    assert created["pollIntervalMs"] == 1000
+    statuses = lines[1:-1]
+    assert statuses[-1] == "completed step 5 of 5", out
+    assert all(line.startswith("working") for line in statuses[:-1]), out
+    assert any(re.fullmatch(r"working step [1-4] of 5", line) for line in statuses), "progress shows while it works"
+    final = json.loads(lines[-1])["result"]
+    assert final["resultType"] == "complete"
+    assert final["taskId"] == created["taskId"]
+    assert final["status"] == "completed"
+    assert final["result"]["content"] == [{"type": "text", "text": "report=ready;steps=5"}]
+    assert final["result"]["isError"] is False
 
 
 async def test_the_demo_logs_one_line_per_request_at_info() -> None:
