@@ -59,6 +59,7 @@ from gateway.legacy.session import (
 from gateway.mcptasks.runner import TaskRunner, settled, wind_down
 from gateway.mcptasks.service import TaskService, missing_extension
 from gateway.translate import capabilities as caps
+from gateway.translate import results
 
 log = structlog.get_logger("gateway.mcptasks")
 
@@ -71,7 +72,6 @@ MAX_TASK_ID: Final = 256
 MAX_MESSAGE: Final = 1000
 """Characters of a legacy ``statusMessage`` kept."""
 INVALID_CREATE = "The backend answered a task-augmented call without a valid task"
-NO_TOOL_RESULT = "The backend's task ended without a tool result"
 
 
 def declares(initialize_result: Mapping[str, Any], *path: str) -> bool:
@@ -134,7 +134,7 @@ class LegacyTasks:
         ttl = _ttl(task.get("ttl"), policy.ttl)
         if as_task:
             ctx.answer_timeout = ttl  # the held tasks/result answers when the task ends
-        held = await self._backend.send(ctx, "tasks/result", {"taskId": legacy_id})
+        held = await self._backend.send(ctx, results.LEGACY_TASK_RESULT, {"taskId": legacy_id})
         log.info("legacy_task_created", route=route.name, target=request.target, detached=as_task)
         if not as_task:
             return held
@@ -230,8 +230,9 @@ class PassthroughRunner(TaskRunner):
     def _final(self, event: FinalResponse) -> None:
         """A ``tasks/result`` answer that is no ``CallToolResult`` (no ``content``) ends the task ``failed``
         (docs/conformance.md A38): ``mcp`` 1.30.0 answers it for a ``failed`` task with its ``_meta`` alone."""
-        if event.error is None and not isinstance((event.result or {}).get("content"), list):
-            error = {"code": INTERNAL_ERROR, "message": NO_TOOL_RESULT, "data": {"reason": "legacy_task_failed"}}
+        if event.error is None and not results.is_tool_result(event.result or {}):
+            reason = {"reason": "legacy_task_failed"}
+            error = {"code": INTERNAL_ERROR, "message": results.NO_TOOL_RESULT, "data": reason}
             event = FinalResponse(error=error)
         super()._final(event)
 

@@ -15,6 +15,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.methods import CACHEABLE_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from gateway.errors import UpstreamError
 from gateway.translate.capabilities import TASKS_EXTENSION
 
 JsonObj = dict[str, Any]
@@ -30,6 +31,17 @@ RELAYED_CODES: Mapping[int, int] = {
 
 LEGACY_RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The ``_meta`` key a 2025-11-25 ``tasks/result`` answer links its task by: no 2026-07-28 meaning."""
+LEGACY_TASK_RESULT = "tasks/result"
+"""The legacy request whose answer is a backend task's outcome (the call's result, or none)."""
+NO_TOOL_RESULT = "The backend's task ended without a tool result"
+"""A backend task's ``tasks/result`` answered with a success that is no ``CallToolResult`` (no
+``content``): ``mcp`` 1.30.0 answers so for a task whose work raised. The call did not complete
+(docs/conformance.md A38): -32603 with ``data.reason`` ``legacy_task_failed``."""
+
+
+def is_tool_result(legacy: Mapping[str, Any]) -> bool:
+    """``legacy`` (a success) is a ``CallToolResult``: it has its required ``content`` list."""
+    return isinstance(legacy.get("content"), list)
 
 
 def complete_result(
@@ -45,11 +57,14 @@ def complete_result(
 
     ``cacheable=False`` is used for results of MRTR retries, which must not be cached; the hints
     are still present (the schema requires them on cacheable methods) but with ``ttlMs: 0`` and
-    ``private`` scope.
+    ``private`` scope. A backend task's answer that is no tool result (its work failed, A38) raises
+    :class:`~gateway.errors.UpstreamError` with :data:`NO_TOOL_RESULT`.
     """
     result: JsonObj = {k: v for k, v in legacy.items() if k != "resultType"}
     meta = result.get("_meta")
     if isinstance(meta, Mapping) and LEGACY_RELATED_TASK in meta:  # a legacy task's result (docs/conformance.md A30)
+        if method == "tools/call" and not is_tool_result(legacy):  # its work failed (A38)
+            raise UpstreamError(INTERNAL_ERROR, NO_TOOL_RESULT, {"reason": "legacy_task_failed"})
         result["_meta"] = {k: v for k, v in meta.items() if k != LEGACY_RELATED_TASK}
     result["resultType"] = "complete"
     if method in CACHEABLE_METHODS:

@@ -152,14 +152,24 @@ async def test_a_task_that_fails_upstream_is_failed_not_completed_with_an_empty_
     legacy_tasks: str, http: aiohttp.ClientSession
 ) -> None:
     """1.30.0 marks the task ``failed`` when its work raises, and answers ``tasks/result`` with its
-    ``_meta`` alone (no ``CallToolResult``): the gateway's task is ``failed`` (A38)."""
+    ``_meta`` alone (no ``CallToolResult``): the gateway's task is ``failed`` (A38), and a client
+    without the extension, whose call awaits the backend's task, gets the same error."""
     seen: list[dict[str, Any]] = []
     async with running_gateway([tasks_route(legacy_tasks)]) as gw:
         client = BareClient(http, gw.url())
         task_id = (await create(client, "crash", {}))["taskId"]
         done = await reaches(client, task_id, *TERMINAL, seen=seen)
+        plain = await client.call_tool("crash", {}, capabilities=CAPS)  # no extension: awaited in the call
         after = await client.call_tool("quick_sum", {"a": 4, "b": 4}, capabilities=CAPS)
     assert done["status"] == "failed", done
+    assert (plain.status, plain.body["error"]) == (
+        200,
+        {
+            "code": INTERNAL_ERROR,
+            "message": "The backend's task ended without a tool result",
+            "data": done["error"]["data"],
+        },
+    ), "a client without the extension hears the same failure, never a result without content"
     assert "result" not in done
     assert done["error"] == {
         "code": INTERNAL_ERROR,
