@@ -227,15 +227,6 @@ class PassthroughRunner(TaskRunner):
         self._cancellable = cancellable
         """The backend declares ``capabilities.tasks.cancel``: ``tasks/cancel`` is sent upstream."""
 
-    def _final(self, event: FinalResponse) -> None:
-        """A ``tasks/result`` answer that is no ``CallToolResult`` (no ``content``) ends the task ``failed``
-        (docs/conformance.md A38): ``mcp`` 1.30.0 answers it for a ``failed`` task with its ``_meta`` alone."""
-        if event.error is None and not results.is_tool_result(event.result or {}):
-            reason = {"reason": "legacy_task_failed"}
-            error = {"code": INTERNAL_ERROR, "message": results.NO_TOOL_RESULT, "data": reason}
-            event = FinalResponse(error=error)
-        super()._final(event)
-
     def _notified(self, event: ServerNotification) -> None:
         if event.method != "notifications/tasks/status":
             super()._notified(event)
