@@ -80,3 +80,20 @@ class TaskGroup:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+FINISH_GRACE = 15.0
+"""Seconds :func:`finish_then_close` lets a group's work finish: a stdio server's stop takes at most
+about 12 s (stdin closed, SIGTERM, SIGKILL, each waited for), an HTTP session's DELETE its timeout."""
+
+
+async def finish_then_close(group: TaskGroup, grace: float = FINISH_GRACE) -> None:
+    """Let the work under way in ``group`` finish, up to ``grace`` seconds, then :meth:`~TaskGroup.aclose`
+    it: for groups of closes, each bounded, that cancelled half-way would leave a process unreaped or a
+    connection unclosed."""
+    try:
+        async with asyncio.timeout(grace):
+            await group.wait()
+    except TimeoutError:
+        log.warning("background_work_cut_short", group=group.name, grace=grace)
+    await group.aclose()

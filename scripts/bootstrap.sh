@@ -9,6 +9,8 @@
 #   .venv-published
 #                 published legacy servers from PyPI (mcp-server-time, mcp-server-git,
 #                 office-word-mcp-server), every dependency pinned in tests/interop/published/requirements.txt
+#   .venv-oldsdk  mcp-server-time on mcp==1.8.0 (refuses any request before the handshake), pinned in
+#                 tests/interop/published/requirements-old-sdk.txt
 #   tests/interop/ts/node_modules
 #                 the official TypeScript SDKs (client v2, server v1) for the TypeScript interop tests,
 #                 installed with `npm ci` from the committed package-lock.json (needs node >= 20 and npm)
@@ -143,13 +145,14 @@ else
     say ".venv-tasks ready"
 fi
 
-published_reqs="tests/interop/published/requirements.txt"
-published_stamp=".venv-published/.mrtr-requirements.sha256"
-
-published_ok() {
-    [[ -f "$published_stamp" && "$(cat "$published_stamp")" == "$(lock_digest "$published_reqs")" ]] || return 1
-    # Every pinned distribution installed at its exact version, and the three servers' commands there.
-    "$repo_root/.venv-published/bin/python" - "$repo_root/$published_reqs" <<'PY' >/dev/null 2>&1 || return 1
+# pinned_venv DIR REQUIREMENTS WHAT COMMAND...: DIR has exactly REQUIREMENTS installed (reinstalled
+# only when the file changed or a pinned package is missing or at another version) and each COMMAND
+# in DIR/bin.
+pinned_ok() {
+    local dir="$1" reqs="$2"; shift 2
+    local stamp="$dir/.mrtr-requirements.sha256"
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$(lock_digest "$reqs")" ]] || return 1
+    "$repo_root/$dir/bin/python" - "$repo_root/$reqs" <<'PY' >/dev/null 2>&1 || return 1
 import sys
 from importlib.metadata import version
 
@@ -159,21 +162,32 @@ for line in open(sys.argv[1]):
         name, wanted = line.split("==")
         assert version(name) == wanted, (name, version(name), wanted)
 PY
-    [[ -x .venv-published/bin/mcp-server-time && -x .venv-published/bin/mcp-server-git \
-        && -x .venv-published/bin/word_mcp_server ]]
+    local command
+    for command in "$@"; do
+        [[ -x "$dir/bin/$command" ]] || return 1
+    done
 }
 
-if published_ok; then
-    say ".venv-published is complete (matches $published_reqs): nothing to do"
-else
-    make_venv .venv-published
-    say "installing the published PyPI servers pinned in $published_reqs into .venv-published"
-    rm -f "$published_stamp"
-    .venv-published/bin/python -m pip install --quiet --disable-pip-version-check -r "$published_reqs"
-    lock_digest "$published_reqs" >"$published_stamp"
-    published_ok || { rm -f "$published_stamp"; say ".venv-published still fails its check after install" >&2; exit 1; }
-    say ".venv-published ready"
-fi
+pinned_venv() {
+    local dir="$1" reqs="$2" what="$3"; shift 3
+    local stamp="$dir/.mrtr-requirements.sha256"
+    if pinned_ok "$dir" "$reqs" "$@"; then
+        say "$dir is complete (matches $reqs): nothing to do"
+        return
+    fi
+    make_venv "$dir"
+    say "installing $what pinned in $reqs into $dir"
+    rm -f "$stamp"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs"
+    lock_digest "$reqs" >"$stamp"
+    pinned_ok "$dir" "$reqs" "$@" || { rm -f "$stamp"; say "$dir still fails its check after install" >&2; exit 1; }
+    say "$dir ready"
+}
+
+pinned_venv .venv-published tests/interop/published/requirements.txt "the published PyPI servers" \
+    mcp-server-time mcp-server-git word_mcp_server
+pinned_venv .venv-oldsdk tests/interop/published/requirements-old-sdk.txt "a published server on mcp 1.8.0" \
+    mcp-server-time
 
 # node_ok DIR [JS]: DIR's node_modules was installed by `npm ci` from the current lock file, every
 # dependency in DIR/package.json is there at its exact version, and the module code JS (run in DIR)

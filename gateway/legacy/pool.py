@@ -47,7 +47,7 @@ from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.state.claims import credential_digest
-from gateway.tasks import TaskGroup
+from gateway.tasks import TaskGroup, finish_then_close
 from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
@@ -438,5 +438,5 @@ class SessionPool:
             await asyncio.gather(
                 self._spares.close(), *(session.close() for session in everything), return_exceptions=True
             )
-        await self._tasks.aclose()
+        await finish_then_close(self._tasks)  # closes under way are bounded: cancelled, they leak
         self._report()

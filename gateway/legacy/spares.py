@@ -13,7 +13,8 @@ A spare that exits while waiting is discarded when taken or reaped.
 
 At most ``max_opening`` spares of a route are being started at once, and each start also waits for
 a place in the gateway-wide :class:`~gateway.legacy.starts.StartBudget`. A start succeeds when the
-process answers a ``ping``; one that fails (cannot be started, or exits first) or a spare that
+process has loaded (nothing is written to it before the ``initialize`` of the call that takes it:
+see :mod:`gateway.legacy.stdio`); one that fails (cannot be started, or exits first) or a spare that
 exits while waiting marks the route ``backend_failing`` in its :class:`~gateway.legacy.starts.RouteHealth`,
 and the next spare waits :func:`~gateway.legacy.starts.respawn_delay` (1 s doubling to 5 min,
 jittered) instead of being retried at every reap; calls still start their own process and report
@@ -31,7 +32,7 @@ import structlog
 from gateway.errors import BackendUnavailable
 from gateway.legacy.starts import RouteHealth, respawn_delay
 from gateway.legacy.stdio import StdioSession
-from gateway.tasks import TaskGroup
+from gateway.tasks import TaskGroup, finish_then_close
 
 log = structlog.get_logger("gateway.pool")
 
@@ -51,7 +52,10 @@ class StdioSpares:
     ) -> None:
         self._factory = factory
         self._group = TaskGroup("legacy-stdio-spares")
-        """The starts and the closes of spares: ended by :meth:`close`."""
+        """The starts of spares: cancelled by :meth:`close`."""
+        self._stops = TaskGroup("legacy-stdio-spare-stops")
+        """The closes of spares: :meth:`close` lets them finish (each is bounded), since a close
+        cancelled half-way leaves its process unreaped and its pipes open."""
         self._want = want
         self._room = room
         """Whether the route's bound leaves room for one more process."""
@@ -105,6 +109,7 @@ class StdioSpares:
         self._closed = True
         ready, self._ready = self._ready, []
         await asyncio.gather(self._group.aclose(), *(s.close() for s in ready), return_exceptions=True)
+        await finish_then_close(self._stops)
 
     async def _start(self) -> None:
         spare = self._factory()
@@ -137,7 +142,7 @@ class StdioSpares:
 
     def _discard(self, spare: StdioSession) -> None:
         self._closing += 1
-        self._group.spawn(self._stop(spare), name="legacy-stdio-spare-close")
+        self._stops.spawn(self._stop(spare), name="legacy-stdio-spare-close")
 
     async def _stop(self, spare: StdioSession) -> None:
         try:

@@ -7,8 +7,10 @@ after ``/readyz`` said ready. So:
 
 * :class:`StartBudget` - at most ``limits.max_process_starts`` (default: the CPU count) processes
   are being started at once across all routes. A start holds its place from ``exec`` until the
-  server has answered: a spare's ``ping`` (allowed before ``initialize``), a cold call's
-  ``initialize``. Spare starts and calls' own starts wait in one line, in arrival order.
+  server has loaded: a cold call's until its ``initialize`` is answered; a spare's, to which
+  nothing is written before the call that takes it sends ``initialize``, until its process tree
+  has stopped using the CPU (:func:`tree_cpu_ticks`, :data:`QUIET_FOR`). Spare starts and calls'
+  own starts wait in one line, in arrival order.
 * :class:`RouteHealth` - whether a stdio route can serve a call now: ``starting`` until its first
   process answered (or, with ``prewarm: 0``, ``ok`` at once), ``ok`` after a start succeeded,
   ``backend_failing`` after one failed (with the error's reason, never its detail: that may quote
@@ -30,6 +32,34 @@ RouteState = Literal["ok", "starting", "backend_failing"]
 
 RESPAWN_FIRST = 1.0
 RESPAWN_CAP = 300.0
+QUIET_FOR = 0.15
+"""Seconds a spare's process tree must use no CPU to count as loaded (waiting on its stdin): a
+loading interpreter accrues a clock tick (10 ms) every few milliseconds of a core, so three samples
+50 ms apart without one tell a blocked process from a busy one."""
+QUIET_SAMPLE = 0.05
+
+
+def tree_cpu_ticks(pid: int) -> int | None:
+    """CPU clock ticks (user + system) used by ``pid`` and its living descendants so far, from
+    ``/proc`` (Linux; ``npx`` starts ``node`` as its child, so the tree, not the process, loads the
+    server). None where ``/proc`` cannot tell (another system, or the process is gone)."""
+    total, seen, todo = 0, set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{current}/task/{current}/children", "rb") as children:
+                todo.extend(int(child) for child in children.read().split())
+        except (OSError, IndexError, ValueError):
+            if current == pid:
+                return None
+            continue  # a descendant that ended meanwhile
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total
 
 
 def default_max_starts() -> int:

@@ -34,8 +34,12 @@ of its group once it is reaped (``npx``'s ``node``) gets SIGTERM, then SIGKILL. 
 registered with :data:`~gateway.legacy.orphans.GUARD`, which kills it if the gateway itself dies.
 
 Starting: every start holds a place in the gateway-wide :class:`~gateway.legacy.starts.StartBudget`
-from ``exec`` until the server has answered (a spare's ``ping``, sent before ``initialize`` as the
-spec allows; a cold session's ``initialize``): a loading interpreter is CPU work.
+from ``exec`` until the server has loaded: a loading interpreter is CPU work. Nothing is written
+to a server before ``initialize``: servers on older SDKs (``mcp`` 1.6-1.8, under ``chroma-mcp`` and
+``markitdown-mcp``) refuse any request before the handshake, a ``ping`` included, and exit. So a
+cold session's start ends with the ``initialize`` answer, and a spare's (started before the call
+whose capabilities its handshake declares) when its process tree stops using the CPU
+(:func:`~gateway.legacy.starts.tree_cpu_ticks`): it then waits on its stdin.
 """
 
 from __future__ import annotations
@@ -57,8 +61,8 @@ from gateway.legacy.base import route_options
 from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.orphans import GUARD
-from gateway.legacy.session import FinalResponse, JsonObj
-from gateway.legacy.starts import StartBudget
+from gateway.legacy.session import JsonObj
+from gateway.legacy.starts import QUIET_FOR, QUIET_SAMPLE, StartBudget, tree_cpu_ticks
 from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
@@ -192,22 +196,24 @@ class StdioSession(DemuxedSession):
         return contextlib.nullcontext()
 
     async def _warm(self) -> None:
-        """Wait until the server answers a ``ping`` (allowed before ``initialize``): its interpreter
-        has loaded. A server that does not answer within ``connect_timeout`` is kept as it is."""
-        request_id = next(self._ids)
-        exchange = self._register(request_id, "ping")
-        try:
-            await self._write({"jsonrpc": "2.0", "id": request_id, "method": "ping"}, what="ping")
-            while not isinstance(await exchange.next(self._connect_timeout), FinalResponse):
-                pass  # a notification before the answer
-        except BackendUnavailable as exc:
-            if exc.reason == "stream_closed":
-                raise await self._exited_early() from exc
-            if exc.reason != "timeout":
-                raise
-            log.info("backend_ping_unanswered", program=self._command[0], timeout=self._connect_timeout)
-        finally:
-            self._inflight.pop(request_id, None)
+        """Wait, writing nothing, until the server has loaded: its process tree has used no CPU for
+        :data:`~gateway.legacy.starts.QUIET_FOR` seconds. A process that exits first is
+        ``spawn_failed``; one still busy after ``connect_timeout``, or on a system without
+        ``/proc``, is kept as it is (its ``initialize`` then waits for it)."""
+        assert self._proc is not None  # spawn() started it
+        quiet_samples = round(QUIET_FOR / QUIET_SAMPLE)
+        last, quiet = tree_cpu_ticks(self._proc.pid), 0
+        deadline = time.monotonic() + self._connect_timeout
+        while last is not None and quiet < quiet_samples:
+            if time.monotonic() >= deadline:
+                log.info("backend_start_busy", program=self._command[0], timeout=self._connect_timeout)
+                return
+            await asyncio.sleep(QUIET_SAMPLE)  # deliberate: sampling the process's CPU clock
+            if not self.spawned:
+                raise await self._exited_early()
+            ticks = tree_cpu_ticks(self._proc.pid)
+            quiet = quiet + 1 if ticks == last else 0
+            last = ticks
 
     @property
     def spawned(self) -> bool:
@@ -221,7 +227,7 @@ class StdioSession(DemuxedSession):
 
     async def _handshake(self) -> None:
         """Start the process (unless :meth:`spawn` did) → initialize → notifications/initialized →
-        ping (``_settle``)."""
+        ping (``_settle``): the ``initialize`` is the first thing the server reads."""
         cold = self._proc is None
         async with self._start_slot(cold):
             if cold:

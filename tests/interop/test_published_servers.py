@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -50,7 +51,9 @@ from harness import GatewayHandle, route, running_gateway, stdio_route
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from peers.runner import REPO_ROOT, free_port, run_peer
+from waiting import eventually
 
+from gateway import keys
 from gateway.legacy import stdio
 
 pytestmark = pytest.mark.interop
@@ -59,6 +62,9 @@ MODERN = "2026-07-28"
 PUBLISHED = REPO_ROOT / "tests" / "interop" / "published"
 NPM_BIN = PUBLISHED / "node_modules" / ".bin"
 PYPI_BIN = REPO_ROOT / ".venv-published" / "bin"
+OLD_SDK_BIN = REPO_ROOT / ".venv-oldsdk" / "bin"
+"""``mcp-server-time`` 2025.9.25 on ``mcp==1.8.0``: a request before the handshake (even a ``ping``)
+makes it raise "Received request before initialization was complete" and exit."""
 
 FLOW_TIMEOUT = 90.0
 """Bound on one test: a Node or Python server's cold start takes seconds on a loaded CI machine."""
@@ -76,8 +82,8 @@ def npm_server(name: str) -> str:
     return str(command)
 
 
-def pypi_server(name: str) -> str:
-    command = PYPI_BIN / name
+def pypi_server(name: str, bin_dir: Path = PYPI_BIN) -> str:
+    command = bin_dir / name
     if not command.exists():
         pytest.fail(f"{command} is missing; run `bash scripts/bootstrap.sh` from the repo root", pytrace=False)
     return str(command)
@@ -217,6 +223,39 @@ async def test_time_server_converts_between_time_zones_through_stdio() -> None:
     assert answer["source"]["timezone"] == "Etc/UTC"
     assert answer["target"]["datetime"].endswith("T21:00:00+09:00")
     assert answer["time_difference"] == "+9.0h"
+
+
+async def test_a_server_on_an_old_sdk_starts_twenty_times_through_stdio() -> None:
+    """Nothing is written to a stdio server before ``initialize``: a server on ``mcp`` 1.8 exits on
+    any earlier request. Spares started ahead of need stay alive; then 20 times in a row, two
+    clients at once call a tool (each on a spare or a process of its own) and every process is
+    stopped before the next pair, so every pair starts new ones."""
+    command = [pypi_server("mcp-server-time", OLD_SDK_BIN), "--local-timezone", "Etc/UTC"]
+    route_ = published_stdio_route(command, prewarm=2, max_opening=2)
+    rounds, zones = 20, ("Asia/Tokyo", "Europe/Paris")
+    answers: list[str] = []
+    with anyio.fail_after(4 * FLOW_TIMEOUT):
+        async with running_gateway([route_]) as gateway:
+            pool = gateway.app[keys.ROUTES]["/mcp"].pool
+            await eventually(lambda: pool.spare_count >= 2, what="two spares", timeout=SERVER_START_TIMEOUT)
+            await anyio.sleep(1.0)  # deliberate: a server sent a request before the handshake is gone by now
+            assert pool.health.failures == 0, "no spare exited"
+            assert pool.spare_count == 2
+
+            async def one_client(zone: str) -> None:
+                async with modern_client(gateway) as client:
+                    answer = json.loads(only_text(await client.call_tool("get_current_time", {"timezone": zone})))
+                    answers.append(answer["timezone"])
+
+            for _ in range(rounds):
+                async with anyio.create_task_group() as group:
+                    for zone in zones:
+                        group.start_soon(one_client, zone)
+                pool.reap(now=time.monotonic() + 10**6)  # every idle process and spare stopped
+            started, failures = pool.initializations, pool.health.failures
+    assert sorted(answers) == sorted(zones * rounds)
+    assert started >= rounds, f"{started} processes started for {rounds} rounds"
+    assert failures == 0, "no process exited before it was used"
 
 
 @contextmanager

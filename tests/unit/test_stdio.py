@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -29,6 +30,7 @@ from gateway.legacy import stdio
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import Exchange, ExchangeEvent, FinalResponse, ServerNotification, ServerRequest
+from gateway.legacy.starts import tree_cpu_ticks
 from gateway.legacy.stdio import StdioSession
 
 WAIT = 5.0
@@ -437,3 +439,81 @@ async def test_spare_processes_count_in_max_sessions(fake_server: list[str]) -> 
     finally:
         async with asyncio.timeout(WAIT):
             await pool.close()
+
+
+STRICT_SERVER = textwrap.dedent(
+    """
+    import json, sys
+
+    # Like mcp 1.6-1.8: any request before notifications/initialized ends the process.
+    log = open(sys.argv[1], "a")
+    initialized = False
+    for line in sys.stdin:
+        log.write(line)
+        log.flush()
+        message = json.loads(line)
+        method = message.get("method")
+        if method == "initialize":
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {},
+                "serverInfo": {"name": "strict", "version": "0"}}}) + "\\n")
+            sys.stdout.flush()
+        elif method == "notifications/initialized":
+            initialized = True
+        elif not initialized:
+            sys.exit("Received request before initialization was complete")
+        elif "id" in message:
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}) + "\\n")
+            sys.stdout.flush()
+    """
+)
+
+
+async def test_a_spare_is_sent_nothing_before_initialize(tmp_path: Path) -> None:
+    """A spare waits for its server to load without writing to it; the call that takes it sends
+    ``initialize`` first (servers on older SDKs exit on any earlier request)."""
+    script, received = tmp_path / "strict.py", tmp_path / "received.jsonl"
+    script.write_text(STRICT_SERVER, encoding="utf-8")
+    received.touch()
+    spare = new_session([sys.executable, str(script), str(received)])
+    try:
+        async with asyncio.timeout(WAIT):
+            await spare.spawn()
+        assert spare.spawned
+        assert received.read_text() == "", "nothing written while the spare waits"
+        async with asyncio.timeout(WAIT):
+            await spare.open()
+        assert spare.spawned, "the server took the handshake"
+        methods = [json.loads(line)["method"] for line in received.read_text().splitlines()]
+        assert methods[:2] == ["initialize", "notifications/initialized"], methods
+    finally:
+        async with asyncio.timeout(WAIT):
+            await spare.close()
+
+
+async def test_a_spare_start_ends_once_its_process_tree_is_quiet(tmp_path: Path) -> None:
+    """The start budget's place is held while the server loads: a process that burns the CPU for
+    0.6 s before it reads its stdin (in a child of its own, as ``npx`` starts ``node``) is not
+    taken as started before that."""
+    loader = (
+        "import sys, time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\nsys.stdin.read()"
+    )
+    launcher = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {loader!r}])"
+    spare = new_session([sys.executable, "-c", launcher])
+    try:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with asyncio.timeout(WAIT):
+            await spare.spawn()
+        assert loop.time() - began >= 0.6
+        assert spare.spawned
+    finally:
+        async with asyncio.timeout(WAIT):
+            await spare.close()
+
+
+def test_tree_cpu_ticks_reads_a_process_and_none_for_a_missing_one() -> None:
+    assert isinstance(tree_cpu_ticks(os.getpid()), int)
+    with subprocess.Popen([sys.executable, "-c", "pass"]) as child:
+        child.wait()
+    assert tree_cpu_ticks(child.pid) is None
