@@ -37,6 +37,7 @@ from gateway.bounded import LruTtlCache
 from gateway.calls import CallContext, CallCore, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
 from gateway.calls.replayer import Replayer
+from gateway.calls.resends import Resends
 from gateway.calls.route import TOOL_SCHEMA_TTL
 from gateway.calls.transcript import ReplayGuard
 from gateway.config.load import Settings
@@ -113,6 +114,19 @@ def build_app(settings: Settings) -> web.Application:
     return app
 
 
+def _resends(app: web.Application, settings: Settings, metrics: Metrics) -> Resends:
+    """The answers kept for resends of retries (:mod:`gateway.calls.resends`); runs the retries in
+    the background group, so a client that goes away does not abandon its retry."""
+    limits = settings.config.limits
+    return Resends(
+        group=app[keys.BACKGROUND],
+        metrics=metrics,
+        max_entries=limits.resend_memory_entries,
+        max_bytes=limits.resend_memory_bytes,
+        max_answer_bytes=limits.resend_answer_max_bytes,
+    )
+
+
 def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> FrontDoor:
     """The core (boundary, holds, call core) and every collaborator of the route handlers."""
     config = settings.config
@@ -184,6 +198,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         boundary=boundary,
         metrics=metrics,
         replayer=replayer,
+        resends=_resends(app, settings, metrics),
         tasks=LegacyTasks(tasks, backend, lambda: drain.draining),
     )
     signer = ForwardSigner(state_keys)

@@ -99,6 +99,11 @@ class OnceMemory(Generic[K]):
         heapq.heappush(self._expiries, (until, self._sequence, key))
         return True
 
+    def used(self, key: K) -> bool:
+        """Whether ``key`` is remembered (used, and not yet expired or forgotten)."""
+        until = self._until.get(key)
+        return until is not None and until > self._clock()
+
     def forget(self, key: K) -> None:
         """Undo a :meth:`first_use` whose use provably never took effect."""
         self._until.pop(key, None)

@@ -9,8 +9,10 @@ Tree (every exception the gateway raises for a client to hear about; status from
     │   │   ├── Draining              data.reason "draining"             HTTP 503 + Retry-After
     │   │   ├── TaskLimitReached      a call that would become a task past limits.max_tasks* (its own cause)
     │   │   └── TaskOwnerUnavailable  tasks/* for a task whose owner replica did not answer, not provably gone
-    │   └── HoldLost                  data.reason "hold_lost"            HTTP 502
-    │       └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
+    │   ├── HoldLost                  data.reason "hold_lost"            HTTP 502
+    │   │   └── HoldLimitReached      a call past max_rounds or its absolute deadline (its own cause)
+    │   └── AlreadyAnswered           data.reason "already_answered"     HTTP 409: a resend whose first
+    │                                 answer went out and was not kept (gateway.calls.resends)
     ├── UpstreamError                 the backend's own JSON-RPC error, mapped to a spec code
     │                                 (-32602 400, -32601 404, -32603 200: the backend did answer);
     │                                 also a url-mode interaction the user declined (the backend's
@@ -82,6 +84,9 @@ HOLD_LOST: Final = "hold_lost"
 """``data.reason``: the exchange a requestState names is gone; start the call again."""
 DRAINING: Final = "draining"
 """``data.reason``: this replica is shutting down and takes no new calls; retry (another replica will)."""
+ALREADY_ANSWERED: Final = "already_answered"
+"""``data.reason``: a resend of a retry whose first send was answered, and that answer was not kept
+(over ``limits.resend_answer_max_bytes``, or out of the resend memory); start the call again."""
 
 BACKEND_CAUSES: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -141,6 +146,7 @@ _REASON_STATUS: Final[Mapping[str, int]] = MappingProxyType(
         OVERLOADED: 503,
         HOLD_LOST: 502,
         DRAINING: 503,
+        ALREADY_ANSWERED: 409,
     }
 )
 HTTP_STATUS_FOR_CODE: Final = _CODE_STATUS
@@ -242,6 +248,18 @@ class HoldLimitReached(HoldLost):
     def __init__(self, cause: str, message: str) -> None:
         super().__init__(cause)
         self.message = message
+
+
+class AlreadyAnswered(_Condition):
+    """A resend of a retry (same requestState, same inputResponses) whose first send was answered,
+    and that answer was not kept for resends: the call went on without this client; start it again.
+    HTTP 409: the request conflicts with what the gateway already did, and sending it again cannot help."""
+
+    category = ALREADY_ANSWERED
+    message = "This retry was already answered and its answer was not kept; start the call again"
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
 
 
 class InvalidRequestState(GatewayError):

@@ -52,13 +52,16 @@ def stdio_route(name: str, path: str, command: list[str], **overrides: Any) -> d
 
 
 @asynccontextmanager
-async def running_gateway(routes: list[dict[str, Any]], **config: Any) -> AsyncIterator[GatewayHandle]:
+async def running_gateway(
+    routes: list[dict[str, Any]], *, port: int = 0, **config: Any
+) -> AsyncIterator[GatewayHandle]:
+    """A gateway app serving ``routes`` on 127.0.0.1 (``port``: 0 for a free one)."""
     data = {"state": {"keys": [TEST_KEY]}, "replica_id": "test-replica", "routes": routes, **config}
     settings = parse_config(data, env={})
     app = build_app(settings)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
     port = runner.addresses[0][1]
     try:
@@ -72,6 +75,8 @@ class Reply:
     status: int
     headers: Mapping[str, str]
     body: dict[str, Any]
+    raw: bytes = b""
+    """The HTTP body as it came."""
 
     @property
     def result(self) -> dict[str, Any]:
@@ -135,7 +140,7 @@ class BareClient:
         async with self.http.post(self.url, data=json.dumps(body), headers=sent) as resp:
             raw = await resp.read()
             payload = json.loads(raw) if raw else {}
-            return Reply(resp.status, dict(resp.headers), payload)
+            return Reply(resp.status, dict(resp.headers), payload, raw)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> Reply:
         extra = kw.pop("extra", {})

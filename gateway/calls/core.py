@@ -35,6 +35,7 @@ from gateway.calls.catalogue import Catalogue
 from gateway.calls.context import CallContext
 from gateway.calls.replayer import Replayer
 from gateway.calls.request import Call
+from gateway.calls.resends import Resends
 from gateway.errors import GatewayError, HoldLost, MissingCapability, UpstreamError
 from gateway.holds.registry import Hold, HoldRegistry, RefusedHold
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerNotification, ServerRequest
@@ -81,9 +82,11 @@ class CallCore:
         boundary: RequestStateBoundary,
         metrics: Metrics,
         replayer: Replayer,
+        resends: Resends,
         tasks: TaskMaker | None = None,
     ) -> None:
         self._backend = backend
+        self._resends = resends
         self._tasks = tasks
         self._registry = registry
         self._boundary = boundary
@@ -98,15 +101,29 @@ class CallCore:
         return await self._checked(call, self._call(call))
 
     async def resume(self, call: Call, claims: Claims) -> JsonObj:
-        """Continue the held call ``claims`` names, which this replica owns, with the retry's answers."""
-        return await self._checked(call, self._resume(call, claims))
+        """Continue the held call ``claims`` names, which this replica owns, with the retry's answers;
+        a resend of a retry that already ran gets its answer again (:mod:`gateway.calls.resends`)."""
+        return await self._resends.answer(
+            call,
+            claims,
+            lambda: self._checked(call, self._resume(call, claims)),
+            spent=lambda: not self._registry.serves(claims.hold_id, claims.round),
+            refuse=partial(self._boundary.reject, call.route.name),
+        )
 
     async def replay_or_lost(
         self, call: Call, claims: Claims, *, proven: bool, lost: HoldLost | None = None
     ) -> JsonObj:
         """The retry's hold is not here and its owner cannot serve it: replay it on a fresh session
-        and go on as a normal call, or answer ``lost`` (:meth:`~gateway.calls.replayer.Replayer.start`)."""
-        return await self._checked(call, self._replay_or_lost(call, claims, proven=proven, lost=lost))
+        and go on as a normal call, or answer ``lost`` (:meth:`~gateway.calls.replayer.Replayer.start`).
+        A resend of a retry replayed here gets the replay's answer again."""
+        return await self._resends.answer(
+            call,
+            claims,
+            lambda: self._checked(call, self._replay_or_lost(call, claims, proven=proven, lost=lost)),
+            spent=lambda: self._replayer.replayed(claims.hold_id),
+            refuse=partial(self._boundary.reject, call.route.name),
+        )
 
     async def _checked(self, call: Call, answering: Awaitable[JsonObj]) -> JsonObj:
         """The call's answer; a failure the backend's listings show was the client's naming something

@@ -80,6 +80,10 @@ class Replayer:
             raise
         return transcript
 
+    def replayed(self, hold_id: str) -> bool:
+        """Whether the call of ``hold_id`` was replayed here (its token spent)."""
+        return self._guard.replayed(hold_id)
+
     def _count_failed_forward(self, call: Call, lost: HoldLost | None) -> None:
         """A retry whose forward to the owner failed and that was not replayed: counted once, under
         the forward's outcome (a replayed one counts as ``replayed`` only)."""

@@ -163,6 +163,10 @@ class ReplayGuard:
         except MemoryFull:
             raise Overloaded("replay_memory_full", self._retry_after) from None
 
+    def replayed(self, hold_id: str) -> bool:
+        """Whether ``hold_id`` was replayed here (and is still remembered)."""
+        return self._memory.used(hold_id)
+
     def release(self, hold_id: str) -> None:
         """The replay failed before the call reached the backend: the token may be used again."""
         self._memory.forget(hold_id)

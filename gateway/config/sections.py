@@ -221,6 +221,25 @@ class LimitsConfig(Strict):
         description="Most bytes of results the finished tasks of one replica keep; finished tasks are evicted oldest "
         "first to make room, and a result that cannot fit ends its task failed (data.reason result_too_large).",
     )
+    resend_memory_entries: int = Field(
+        10_000,
+        ge=1,
+        description="Most retries one replica remembers the answer of, so that a resend (the same requestState, "
+        "inputResponses and principal, sent again because its answer did not arrive) gets the same answer; each is "
+        "kept for its route's holds.ttl, the oldest dropped first.",
+    )
+    resend_memory_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Most bytes of answers kept for resends on one replica; the oldest are dropped first. 0 keeps "
+        "none: a resend of an answered retry then gets HTTP 409, data.reason already_answered.",
+    )
+    resend_answer_max_bytes: int = Field(
+        1024 * 1024,
+        ge=0,
+        description="Largest answer kept for resends; a resend of a retry with a larger answer gets HTTP 409, "
+        "data.reason already_answered.",
+    )
     replay_memory: int = Field(
         100_000,
         ge=1,

@@ -134,7 +134,7 @@ async def _elsewhere(
         return await door.core.replay_or_lost(call, claims, proven=moved)
     try:
         forwarded = await door.hop.forward(
-            inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id
+            inbound.request, inbound.route, inbound.body, owner_url, request_id=outcome.id, resend=True
         )
     except HoldLost as lost:
         # The owner did not answer: the route's policy decides (replay only if it is gone, or hold_lost).

@@ -218,6 +218,11 @@ class HoldRegistry(Generic[C]):
             self._observer.resumed(hold, time.monotonic() - hold.asked_at)
         return hold
 
+    def serves(self, hold_id: str, round_: int) -> bool:
+        """Whether a retry of ``round_`` could still take the hold: it is kept, at that round, unclaimed."""
+        hold = self._holds.get(hold_id)
+        return hold is not None and hold.round == round_ and not hold.busy
+
     def put_back(self, hold: Hold[C], *, next_round: bool, deadline: float) -> None:
         """Return a claimed hold for its next retry; ``next_round`` invalidates the old state.
 

@@ -14,8 +14,14 @@ How the hop can fail decides what the route may do next:
   may resume, so nothing is replayed;
 * anything after the acknowledgement (the owner's handler silent past the route's
   ``backend.timeout``, or a dropped connection), and TLS failures: :data:`OWNER_FAILED`; the owner
-  may be alive and running the call, so the client gets the hold-lost error and nothing is
-  replayed.
+  may be alive and running the call, so nothing is replayed on that alone. A retry's hop
+  (``resend=True``) then finds out (:meth:`ReplicaHop.forward`): a fresh connection to the owner's
+  address refused proves it gone (:data:`OWNER_UNREACHABLE`: a replay route replays); one accepted
+  gets the same request sent once more, which is safe because the owner answers a resend of a retry
+  it already ran with that retry's answer (:mod:`gateway.calls.resends`), and a replica that
+  restarted at that address (another boot, or another id) replays or refuses the retry itself. A
+  connect that neither succeeds nor fails within ``forward_timeout`` proves nothing: the client gets
+  the hold-lost error, ``owner_failed``.
 
 ``100 Continue`` is informational: the status, headers and body the client receives are the
 owner's final answer, unchanged. Once acknowledged, a silent owner never keeps the client past the
@@ -43,6 +49,7 @@ from typing import Any, Final
 
 import aiohttp
 import structlog
+import yarl
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import BytesPayload
@@ -149,14 +156,58 @@ class ReplicaHop:
         *,
         request_id: Any = None,
         read_timeout: float | None = None,
+        resend: bool = False,
     ) -> web.StreamResponse:
         """Stream ``request`` to ``owner_url``, or raise :class:`HoldLost` when the owner did not answer.
 
-        Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made. Neither
-        is counted here: the caller may still replay the call, and a retry counts once, under the
-        outcome it ends with (``replayed``, or this one; :mod:`gateway.calls.replayer`). Once
-        acknowledged, the owner's silence is bounded by ``read_timeout`` (default: the route's
-        ``backend.timeout``)."""
+        Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made, or (with
+        ``resend``: a retry, which the owner answers again if it ran it) when the connection died
+        after the request was sent and a fresh one to the owner's address is refused; when a fresh
+        one is accepted, the request is sent once more. Neither failure is counted here: the caller
+        may still replay the call, and a retry counts once, under the outcome it ends with
+        (``replayed``, or this one; :mod:`gateway.calls.replayer`). Once acknowledged, the owner's
+        silence is bounded by ``read_timeout`` (default: the route's ``backend.timeout``)."""
+        try:
+            return await self._forward(request, route, body, owner_url, request_id, read_timeout)
+        except HoldLost as lost:
+            if not resend or lost.reason != OWNER_FAILED:
+                raise
+            there = await self._owner_listening(owner_url)
+            log.warning("forward_owner_checked", route=route.name, owner=owner_url, listening=there)
+            if there is None:
+                raise
+            if not there:
+                raise HoldLost(OWNER_UNREACHABLE) from lost
+        return await self._forward(request, route, body, owner_url, request_id, read_timeout)
+
+    async def _owner_listening(self, owner_url: str) -> bool | None:
+        """Whether a fresh TCP connection to ``owner_url`` is accepted (True), refused (False), or
+        neither within ``forward_timeout`` (None: proves nothing)."""
+        url = yarl.URL(owner_url)
+        if url.host is None or url.port is None:
+            return None
+        try:
+            async with asyncio.timeout(self._config.forward_timeout):
+                _, writer = await asyncio.open_connection(url.host, url.port)
+        except TimeoutError:
+            return None
+        except OSError:
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+
+    async def _forward(
+        self,
+        request: web.Request,
+        route: RouteRuntime,
+        body: bytes,
+        owner_url: str,
+        request_id: Any,
+        read_timeout: float | None,
+    ) -> web.StreamResponse:
+        """One hop: see :meth:`forward`."""
         path = route.config.path
         headers = {
             k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")

@@ -190,8 +190,10 @@ async def test_refused_states_leave_the_hold_usable_with_the_right_state(
         assert wrong_tool.error["code"] == INVALID_PARAMS
         done = await client.retry("ask_city", state, answer)
         assert done.text == "city=Paris"
-        reused = await client.retry("ask_city", state, answer)
-        assert reused.error["code"] == INVALID_PARAMS
+        resent = await client.retry("ask_city", state, answer)
+        assert resent.result == done.result, "a resend gets the first answer again (issue 26)"
+        reused = await client.retry("ask_city", state, {key: accept(city="Rome")})
+        assert reused.error["code"] == INVALID_PARAMS, "the same state with other answers is refused"
         metrics = gw.app[keys.METRICS]
         reasons = {s.labels["reason"] for s in metrics.state_rejections.collect()[0].samples if s.value}
     assert {"decrypt_failed", "principal", "audience", "arguments", "malformed", "bad_version"} <= reasons

@@ -12,6 +12,7 @@ import pytest
 from gateway.calls import Call, CallContext, CallCore, Caller, CallRequest, RouteRuntime, ToolSchemas, rounds
 from gateway.calls.backend import Lease
 from gateway.calls.replayer import Replayer
+from gateway.calls.resends import Resends
 from gateway.calls.transcript import ReplayGuard, Step, plan
 from gateway.config.load import parse_config
 from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
@@ -134,8 +135,17 @@ def test_answers_are_checked_per_request_kind_and_unknown_keys_ignored() -> None
 async def test_a_malformed_answer_releases_the_claim_so_the_round_can_be_retried() -> None:
     registry: HoldRegistry[Any] = HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never)
     boundary = _boundary()
+    metrics = Metrics()
+    resends = Resends(
+        group=TaskGroup("test"), metrics=metrics, max_entries=10, max_bytes=1 << 20, max_answer_bytes=1 << 20
+    )
     core = CallCore(
-        backend=cast(Any, None), registry=registry, boundary=boundary, metrics=Metrics(), replayer=cast(Any, None)
+        backend=cast(Any, None),
+        registry=registry,
+        boundary=boundary,
+        metrics=metrics,
+        replayer=cast(Any, None),
+        resends=resends,
     )
     hold = _held(registry, object())
     registry.put_back(hold, next_round=True, deadline=time.monotonic() + 60)

@@ -27,6 +27,7 @@ from gateway.observability.metrics.forwards import (
     OWNER_UNREACHABLE,
     OWNER_UNRESPONSIVE,
     REPLAYED,
+    RESEND_OUTCOMES,
     ForwardFamilies,
 )
 from gateway.observability.metrics.holds import (
@@ -64,6 +65,7 @@ __all__ = [
     "OWNER_UNRESPONSIVE",
     "REPLAYED",
     "REQUEST_OUTCOMES",
+    "RESEND_OUTCOMES",
     "ROUNDS_BUCKETS",
     "SESSION_STATES",
     "TASK_AGE_BUCKETS",
@@ -119,6 +121,8 @@ class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, T
             self.backend_errors.labels(route, cause)
         for outcome in forward_outcomes:
             self.forwards.labels(route, outcome)
+        for outcome in RESEND_OUTCOMES:
+            self.resends.labels(route, outcome)
         for reason in auth_reasons:
             self.auth_refusals.labels(route, reason)
         self.tasks_created.labels(route)

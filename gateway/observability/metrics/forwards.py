@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from gateway.observability.metrics.labels import Bounded, Capped, route_label
 
@@ -20,10 +20,33 @@ FORWARD_OUTCOMES: Final[tuple[str, ...]] = (FORWARDED, OWNER_UNREACHABLE, OWNER_
 reached, not acknowledging, or failing after it acknowledged, or the lost call replayed here."""
 
 
+RESENT: Final = "answered"
+RESEND_WAITED: Final = "waited"
+RESEND_NOT_KEPT: Final = "not_kept"
+RESEND_DIFFERS: Final = "differs"
+RESEND_OUTCOMES: Final[tuple[str, ...]] = (RESENT, RESEND_WAITED, RESEND_NOT_KEPT, RESEND_DIFFERS)
+"""The ``outcome`` of ``resends_total`` (:mod:`gateway.calls.resends`): a resend answered with the first
+send's kept answer, one that waited for the first send still running and then was, one whose first
+answer was not kept (``already_answered``), and one that differs from the first send (refused)."""
+
+
 class ForwardFamilies:
-    """Forwarded and replayed retries, by route and outcome."""
+    """Forwarded and replayed retries, by route and outcome; resends of retries answered again."""
 
     def __init__(self, r: CollectorRegistry) -> None:
+        self.resends = Bounded(
+            Counter(
+                "mrtr_gateway_resends",
+                "Retries sent again whose first send took their hold, by outcome",
+                ["route", "outcome"],
+                registry=r,
+            ),
+            route_label(),
+            Capped(8),
+        )
+        self.resend_memory_bytes = Gauge(
+            "mrtr_gateway_resend_memory_bytes", "Bytes of answers kept for resends of retries", registry=r
+        )
         self.forwards = Bounded(
             Counter(
                 "mrtr_gateway_forwards",
