@@ -40,6 +40,7 @@ from aiohttp import web
 from gateway import keys, ops
 from gateway.config.model import ListenConfig
 from gateway.connections import REUSE_IDLE_AFTER, ConnectionLimiter, default_max_connections
+from gateway.legacy.orphans import GUARD
 
 log = structlog.get_logger("gateway.server")
 
@@ -127,6 +128,7 @@ async def _serve(app: web.Application, host: str, port: int, listen_config: List
             log.warning("shutdown_timed_out", seconds=SHUTDOWN_TIMEOUT)
         if metrics_runner is not None:
             await metrics_runner.cleanup()
+        GUARD.close()  # every stdio server was stopped with the runner
 
 
 async def serve_metrics(app: web.Application, host: str, port: int) -> web.AppRunner:

@@ -35,6 +35,16 @@ from peers.runner import (
     run_peer,
 )
 
+from gateway.legacy.orphans import GUARD
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _orphan_guard_reaped() -> Iterator[None]:
+    """The stdio orphan guard of the test process (one per gateway process) is ended and reaped
+    when the session ends, not left running at interpreter exit (a ResourceWarning)."""
+    yield
+    GUARD.close()
+
 
 @pytest.fixture(scope="session")
 def peer_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -80,6 +80,21 @@ class OrphanGuard:
     def gone(self, pgid: int) -> None:
         self._send(f"-{pgid}")
 
+    def close(self, timeout: float = 5.0) -> None:
+        """At the gateway's orderly end, once every stdio server is stopped: end the guard (its stdin
+        closed, it kills what is still registered) and reap it. Started again if used after this."""
+        proc, self._proc = self._proc, None
+        if proc is None or self._pid != os.getpid():
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 
 GUARD = OrphanGuard()
 """One per gateway process: every stdio session registers its process group here."""

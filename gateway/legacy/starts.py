@@ -37,12 +37,15 @@ QUIET_FOR = 0.15
 loading interpreter accrues a clock tick (10 ms) every few milliseconds of a core, so three samples
 50 ms apart without one tell a blocked process from a busy one."""
 QUIET_SAMPLE = 0.05
+PROC_READABLE = os.path.isdir("/proc/self/task")
+"""Whether this system has Linux's ``/proc`` (with each task's children) to read a process tree's CPU from."""
 
 
 def tree_cpu_ticks(pid: int) -> int | None:
     """CPU clock ticks (user + system) used by ``pid`` and its living descendants so far, from
     ``/proc`` (Linux; ``npx`` starts ``node`` as its child, so the tree, not the process, loads the
-    server). None where ``/proc`` cannot tell (another system, or the process is gone)."""
+    server). None where ``/proc`` cannot tell (another system), or the process is gone (exited: a
+    zombie not yet reaped counts as gone)."""
     total, seen, todo = 0, set(), [pid]
     while todo:
         current = todo.pop()
@@ -58,6 +61,8 @@ def tree_cpu_ticks(pid: int) -> int | None:
             if current == pid:
                 return None
             continue  # a descendant that ended meanwhile
+        if current == pid and fields[0] == b"Z":
+            return None
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total
 

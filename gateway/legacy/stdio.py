@@ -62,7 +62,7 @@ from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.orphans import GUARD
 from gateway.legacy.session import JsonObj
-from gateway.legacy.starts import QUIET_FOR, QUIET_SAMPLE, StartBudget, tree_cpu_ticks
+from gateway.legacy.starts import PROC_READABLE, QUIET_FOR, QUIET_SAMPLE, StartBudget, tree_cpu_ticks
 from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
@@ -201,19 +201,23 @@ class StdioSession(DemuxedSession):
         ``spawn_failed``; one still busy after ``connect_timeout``, or on a system without
         ``/proc``, is kept as it is (its ``initialize`` then waits for it)."""
         assert self._proc is not None  # spawn() started it
+        if not PROC_READABLE:
+            return  # no /proc to read: taken as started
         quiet_samples = round(QUIET_FOR / QUIET_SAMPLE)
-        last, quiet = tree_cpu_ticks(self._proc.pid), 0
+        last, quiet = None, 0
         deadline = time.monotonic() + self._connect_timeout
-        while last is not None and quiet < quiet_samples:
+        while quiet < quiet_samples:
             if time.monotonic() >= deadline:
                 log.info("backend_start_busy", program=self._command[0], timeout=self._connect_timeout)
                 return
-            await asyncio.sleep(QUIET_SAMPLE)  # deliberate: sampling the process's CPU clock
-            if not self.spawned:
-                raise await self._exited_early()
             ticks = tree_cpu_ticks(self._proc.pid)
+            if ticks is None or not self.spawned:  # it exited (perhaps not reaped yet)
+                raise await self._exited_early()
             quiet = quiet + 1 if ticks == last else 0
             last = ticks
+            await asyncio.sleep(QUIET_SAMPLE)  # deliberate: sampling the process's CPU clock
+        if not self.spawned:
+            raise await self._exited_early()
 
     @property
     def spawned(self) -> bool:

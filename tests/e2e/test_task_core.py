@@ -228,6 +228,10 @@ async def test_questions_inside_a_task_are_answered_through_tasks_update(
         ack = await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Paris")})
         assert ack.result["resultType"] == "complete"
         assert not {"taskId", "status", "result", "error", "inputRequests"} & set(ack.result)
+        # A resend of the update (its answer lost on the way back) gets the same acknowledgement, and
+        # the answer is not posted twice: the key is no longer outstanding (issue 26).
+        resent = await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Paris")})
+        assert resent.result == ack.result
         done = await settled(client, task_id, "completed")
         assert done["result"]["content"][0]["text"] == "city=Paris"
 
