@@ -415,7 +415,7 @@ class Lease:
                 pooled=pooled,
                 exchange=None,
                 normalized_caps=normalized,
-                headers=call.caller.forward_headers,
+                headers={**call.caller.forward_headers, **call.request.trace_headers},
                 backend_method=call.request.method,
                 backend_params=results.legacy_params(call.request.params),
                 exclusive=self._exclusive,

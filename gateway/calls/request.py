@@ -34,6 +34,9 @@ class CallRequest:
     method: str
     params: Mapping[str, Any] = field(default_factory=dict)
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
+    """The client's W3C trace context HTTP headers (``traceparent``, ``tracestate``, ``baggage``),
+    passed to the backend unchanged (the gateway's own tracing, when on, replaces them)."""
 
     @property
     def identity(self) -> RequestIdentity:

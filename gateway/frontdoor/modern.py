@@ -63,7 +63,9 @@ async def serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.Str
 async def _serve(door: FrontDoor, inbound: Inbound, outcome: Accepted) -> web.StreamResponse:
     route = inbound.route
     record = record_of(inbound.request)
-    request = CallRequest(outcome.method, outcome.params, outcome.client_capabilities)
+    request = CallRequest(
+        outcome.method, outcome.params, outcome.client_capabilities, tracing.trace_headers(inbound.request.headers)
+    )
     record.call(route.name, outcome.method, request.target or None)
     if (draining := door.drain.refuse(outcome.method, outcome.params)) is not None:
         record.failed(draining.code, draining.reason)

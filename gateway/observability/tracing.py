@@ -256,6 +256,11 @@ def error_type(exc: BaseException) -> str:
     return reason if isinstance(reason, str) else type(exc).__qualname__
 
 
+def trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's trace context headers (:data:`TRACED_META`), as they came: a proxy passes them on."""
+    return {name: headers[name] for name in TRACED_META if name in headers}
+
+
 def inject(headers: dict[str, str]) -> None:
     """Put the current context in ``headers`` (a retry forwarded to the replica that holds it)."""
     if _state.tracer is not None:

@@ -148,15 +148,23 @@ def modern_error(error: Mapping[str, Any]) -> JsonObj:
     return out
 
 
+PASSED_META = ("progressToken", "traceparent", "tracestate", "baggage")
+"""The client's ``params._meta`` keys a backend request keeps."""
+
+
 def legacy_params(params: Mapping[str, Any]) -> JsonObj:
     """Request params for the backend: the modern envelope, MRTR fields and a legacy ``task`` stripped.
 
-    ``progressToken`` survives so legacy progress can be tied back to the request. A client's legacy
-    ``params.task`` is ignored (only the gateway decides what becomes a task, and never asks a
-    backend for a legacy task on a client's word).
+    ``progressToken`` survives so legacy progress can be tied back to the request, and so does the
+    client's W3C trace context (SEP-414's ``traceparent``, ``tracestate``, ``baggage``): a proxy passes
+    it on unchanged (the gateway's own tracing, when on, replaces it with its backend span's). A
+    client's legacy ``params.task`` is ignored (only the gateway decides what becomes a task, and
+    never asks a backend for a legacy task on a client's word).
     """
     out = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState", "task")}
     meta = params.get("_meta")
-    if isinstance(meta, Mapping) and "progressToken" in meta:
-        out["_meta"] = {"progressToken": meta["progressToken"]}
+    if isinstance(meta, Mapping):
+        kept = {k: meta[k] for k in PASSED_META if k in meta}
+        if kept:
+            out["_meta"] = kept
     return out

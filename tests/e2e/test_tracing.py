@@ -198,17 +198,6 @@ async def test_errors_set_the_error_type_and_status(
     assert server.status.status_code is StatusCode.ERROR
 
 
-async def test_tracing_off_sends_no_context_to_the_backend(fake_backend: Backend, http: aiohttp.ClientSession) -> None:
-    backend, url = fake_backend
-    assert not tracing.enabled()
-    async with running_gateway([route("demo", "/mcp", url)]) as gw:
-        client = BareClient(http, gw.url())
-        await client.call_tool("add", {"a": 1, "b": 2}, extra={"_meta": {"traceparent": TRACEPARENT}})
-    ((_, params, headers),) = [r for r in backend.received_requests if r[0] == "tools/call"]
-    assert "traceparent" not in params.get("_meta", {})
-    assert "traceparent" not in headers
-
-
 async def test_a_forwarded_retry_is_a_child_of_the_forwarding_replica(
     fake_backend: Backend, http: aiohttp.ClientSession, spans: InMemorySpanExporter
 ) -> None:
@@ -235,3 +224,28 @@ async def test_a_forwarded_retry_is_a_child_of_the_forwarding_replica(
         assert [f"{link.context.span_id:016x}" for link in retry.links] == [_ids(round1)[1]]
     (client,) = _clients(spans)
     assert _parent(client) == _ids(round1)
+
+
+async def test_with_tracing_off_the_client_trace_context_reaches_the_backend_unchanged(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    """A proxy passes W3C trace context on: ``params._meta`` and the HTTP headers, as the client sent
+    them, on the call and on each round's retry (issue 27 item 5)."""
+    backend, url = fake_backend
+    assert not tracing.enabled()
+    header_parent = f"00-{TRACE_ID}-{HEADER_SPAN}-01"
+    headers = {"traceparent": header_parent, "tracestate": "vendor=1", "baggage": "user=ada"}
+    meta = {"traceparent": TRACEPARENT, "tracestate": "vendor=2", "baggage": "team=x"}
+    async with running_gateway([route("demo", "/mcp", url)]) as gw:
+        client = BareClient(http, gw.url())
+        plain = await client.call_tool("add", {"a": 1, "b": 2}, headers=headers, extra={"_meta": dict(meta)})
+        first = (await client.call_tool("ask_city", headers=headers, extra={"_meta": dict(meta)})).result
+        (key,) = first["inputRequests"]
+        done = await client.retry("ask_city", first["requestState"], {key: accept(city="Oslo")}, headers=headers)
+    assert plain.status == 200
+    assert done.text == "city=Oslo"
+    calls = [(params, sent) for method, params, sent in backend.received_requests if method == "tools/call"]
+    assert len(calls) == 2
+    for params, sent in calls:
+        assert {k: params["_meta"][k] for k in meta} == meta
+        assert {k: sent[k] for k in headers} == headers
