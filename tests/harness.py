@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import json
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +103,7 @@ class BareClient:
     url: str
     capabilities: dict[str, Any] = field(default_factory=lambda: dict(ALL_CAPS))
     authorization: str | None = None
-    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     async def request(
         self,

@@ -42,6 +42,7 @@ from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
     CLAIMABLE_METHODS,
     MAX_UNCLAIMED,
+    UNCLAIMED_STALL,
     Exchange,
     FinalResponse,
     JsonObj,
@@ -50,6 +51,7 @@ from gateway.legacy.session import (
     SessionExpired,
     Unclaimed,
     expiry_answer,
+    unheard_answer,
 )
 from gateway.legacy.wire import final_response
 from gateway.tasks import TaskGroup
@@ -112,6 +114,12 @@ class LegacySessionBase(abc.ABC):
         """One future per answer from ``self_answers`` on its way (``_settle`` waits for them)."""
         self.keep_unclaimed = True
         """False for a session no interactive call will ever lease (a listener): refuse them at once."""
+        self._uncarried: dict[Exchange, float] = {}
+        """Requests in flight that cannot carry a server request to a client (a list: any request but
+        a lease holder's or a ``ping``), by when each was sent; see :meth:`_unblock`."""
+        self._unblocking: asyncio.Task[None] | None = None
+        self._stall = UNCLAIMED_STALL
+        """How long such a request waits before the unclaimed ones are answered; 0 once one has."""
         self.notification_sink: asyncio.Queue[ServerNotification] | None = None
         self._tasks = TaskGroup("legacy-session")
         """Every task of the session: its stream readers (an exchange's :attr:`~Exchange.reader`
@@ -224,10 +232,14 @@ class LegacySessionBase(abc.ABC):
         self._tasks.spawn(self._answer_unread(request), name="legacy-answer-unread")
 
     async def _answer_unread(self, request: ServerRequest) -> None:
-        result: JsonObj | None = self.self_answers.get(request.method)  # e.g. a route's static roots
+        await self._answer_itself(request, expiry_answer(request.method, "The request this belongs to has ended"))
+
+    async def _answer_itself(self, request: ServerRequest, fallback: tuple[JsonObj | None, JsonObj | None]) -> None:
+        """Answer ``request`` from ``self_answers`` (a route's static roots), else with ``fallback``."""
+        result: JsonObj | None = self.self_answers.get(request.method)
         error: JsonObj | None = None
         if result is None:
-            result, error = expiry_answer(request.method, "The request this belongs to has ended")
+            result, error = fallback
         with contextlib.suppress(GatewayError, SessionExpired):
             await self.respond(request.id, result=result, error=error)
 
@@ -250,12 +262,20 @@ class LegacySessionBase(abc.ABC):
         log.warning("backend_flood", detail=detail)
 
     def _own(self, exchange: Exchange, owner: bool) -> None:
-        """Attach the lease holder's exchange before its request leaves (see ``start``)."""
+        """Attach the lease holder's exchange before its request leaves (see ``start``). Any other
+        request but a ``ping`` cannot carry a server request to a client: it is watched while
+        requests are kept unclaimed (:meth:`_unblock`)."""
         if owner:
             self._attached = exchange
+        elif exchange.method != "ping" and self.keep_unclaimed:
+            self._uncarried = {e: t for e, t in self._uncarried.items() if not (e.done or e.answered)}
+            self._uncarried[exchange] = time.monotonic()
+            if self._unclaimed:
+                self._watch_unclaimed()
 
     def _disown(self, exchange: Exchange) -> None:
         """The request was never sent: whatever it owned is unowned again."""
+        self._uncarried.pop(exchange, None)
         if self._attached is exchange:
             self._attached = None
 
@@ -276,6 +296,7 @@ class LegacySessionBase(abc.ABC):
         if self.keep_unclaimed and request.method in CLAIMABLE_METHODS and len(self._unclaimed) < MAX_UNCLAIMED:
             self._unclaimed.append(Unclaimed(request, time.monotonic()))
             log.info("server_request_unclaimed", method=request.method)
+            self._watch_unclaimed()
             return
         log.info("server_request_refused", method=request.method, reason="no call in flight")
         await self.respond(
@@ -283,14 +304,50 @@ class LegacySessionBase(abc.ABC):
             error={"code": METHOD_NOT_FOUND, "message": "No client request is in flight for this server request"},
         )
 
+    def _watch_unclaimed(self) -> None:
+        if self._uncarried and (self._unblocking is None or self._unblocking.done()):
+            self._unblocking = self._tasks.spawn(self._unblock(), name="legacy-unblock-unclaimed")
+
+    async def _unblock(self) -> None:
+        """Answer the unclaimed requests once a request that cannot carry them to a client has waited
+        :data:`~gateway.legacy.session.UNCLAIMED_STALL` seconds for its answer.
+
+        A server may ask something before it answers a list: ``mcp-shrimp-task-manager`` asks
+        ``roots/list`` inside ``tools/list``, and serves nothing until it is answered. A list is no
+        interactive call: no client can be asked through it, and keeping the request for the next
+        call leaves the list waiting for its timeout. So, while such a request is unanswered for that
+        long, every request kept unclaimed (and every one that arrives until it is answered) is
+        answered here: from ``self_answers``, else ``roots/list`` with an empty list, an elicitation
+        cancelled, anything else an error (:func:`~gateway.legacy.session.unheard_answer`), with a
+        ``server_request_unblocked`` line. Without such a wait a request stays kept for the next
+        interactive call (up to ``holds.ttl``): a server that asks ``roots/list`` at session start
+        (server-filesystem) and answers lists at once still gets the roots of the next call's client.
+        Once a list has waited so, the session knows its server: from then on a request that arrives
+        while a list is in flight is answered at once (shrimp asks again in every list).
+        """
+        while self._unclaimed:
+            waiting = [since for e, since in self._uncarried.items() if not (e.done or e.answered)]
+            if not waiting:
+                return
+            wait = min(waiting) + self._stall - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            self._stall = 0.0
+            for request in self.take_unclaimed():
+                log.info("server_request_unblocked", method=request.method, reason="a list waits for it")
+                await self._answer_itself(request, unheard_answer(request.method))
+
     def take_unclaimed(self) -> list[ServerRequest]:
         taken, self._unclaimed = self._unclaimed, []
         return [u.request for u in taken]
 
-    def expired_unclaimed(self, older_than: float) -> list[ServerRequest]:
+    def expire_unclaimed(self, older_than: float) -> list[str]:
         expired = [u.request for u in self._unclaimed if u.since < older_than]
         self._unclaimed = [u for u in self._unclaimed if u.since >= older_than]
-        return expired
+        for request in expired:
+            self._tasks.spawn(self._answer_itself(request, expiry_answer(request.method)), name="legacy-answer-expired")
+        return [request.method for request in expired]
 
     async def _settle(self) -> None:
         """After ``notifications/initialized``, one ``ping`` round trip: a server that asks something as

@@ -7,7 +7,7 @@ exclusively, so every server request that arrives on it belongs to that call; pl
 sessions (their answers come on their own POST streams). Idle sessions are kept for reuse up to
 ``session_idle`` seconds and closed after (``DELETE``; a stdio server's process is stopped); the
 total per route is bounded by ``max_sessions`` — past it, an idle session of another key is
-evicted.
+evicted. For stdio it bounds processes: a closed session's process counts until it is stopped.
 
 When no session can be had at once (every one is held and the bound is reached, or
 ``max_opening`` sessions are already being opened), the call waits, in arrival order, up to
@@ -19,10 +19,9 @@ does not start a process (stdio) or a handshake per call at once. A stdio route 
 session's cost, so a call takes a spare and only does the handshake with its own capabilities.
 
 Server requests that arrive while no interactive call holds a session stay pending on it (see
-:mod:`gateway.legacy.session`): the route's static ``roots`` answer ``roots/list`` at once, the next
-interactive call claims the rest, and :meth:`SessionPool.reap` answers what nobody claimed within
-``holds.ttl`` (elicitation → cancel, others → error), so the server is never left waiting.
-"""
+:mod:`gateway.legacy.session`; the session answers them itself when a list waits for them), the next
+interactive call claims them, and :meth:`SessionPool.reap` has the session answer what nobody claimed
+within ``holds.ttl`` (elicitation → cancel, others → error): the server is never left waiting."""
 
 from __future__ import annotations
 
@@ -37,11 +36,11 @@ import aiohttp
 import structlog
 
 from gateway.config.model import RouteConfig
-from gateway.errors import BackendUnavailable, GatewayError, Overloaded
+from gateway.errors import BackendUnavailable, Overloaded
 from gateway.legacy.http_sse import HttpSseSession
 from gateway.legacy.pool_keys import caps_key
 from gateway.legacy.pooled import LegacySession, PooledSession, PoolKey
-from gateway.legacy.session import JsonObj, ServerNotification, ServerRequest, SessionExpired, expiry_answer
+from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
@@ -83,11 +82,13 @@ class SessionPool:
         self._starts = starts
         """Every stdio process start of every route waits for a place in this budget."""
         self._tasks = TaskGroup(f"pool-{route.name}")
-        """Closes of dead sessions and answers to expired requests: ended by :meth:`close`."""
+        """Closes of dead sessions: ended by :meth:`close` (each is bounded, and let finish)."""
         self._on_initialize = on_initialize
         self._route = route
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
         self._opening = 0
+        self._stopping = 0
+        """Closed stdio sessions whose process is still being stopped (see :meth:`_footprint`)."""
         self._detached: set[LegacySession] = set()
         """Listener sessions (subscriptions/listen): not leased, but counted in ``max_sessions``."""
         self._lock = asyncio.Lock()
@@ -134,8 +135,10 @@ class SessionPool:
         return len(self._waiters)
 
     def _footprint(self) -> int:
-        """What ``max_sessions`` bounds: sessions, and for stdio every process (spares too)."""
-        return self.size + len(self._spares)
+        """What ``max_sessions`` bounds: sessions, and for stdio every process (spares, and those of
+        closed sessions until they are stopped: a server that can run only once, because it binds a
+        fixed port, is not started again while its last process still holds the port)."""
+        return self.size + len(self._spares) + self._stopping
 
     @property
     def leased_count(self) -> int:
@@ -225,7 +228,7 @@ class SessionPool:
                 if remaining <= 0 and self._at_bound():
                     raise Overloaded("backend_sessions_exhausted", retry_after=1)
                 with contextlib.suppress(TimeoutError):
-                    # past the deadline only sessions being opened hold it up: their end wakes it
+                    # past the deadline only opens (and stops) under way hold it up: their end wakes it
                     async with asyncio.timeout(remaining if remaining > 0 else None):
                         await waiter.woken.wait()
         finally:
@@ -241,13 +244,15 @@ class SessionPool:
             return False
         if self._spares.ready or self._footprint() < backend.max_sessions:
             return True
-        return self._evict_one()
+        return self._evict_one() and self._footprint() < backend.max_sessions  # stdio: not until it is stopped
 
     def _at_bound(self) -> bool:
         """The route is full: no spare, no room under ``max_sessions``, nothing idle to evict. (A
         call that waits only for one of ``max_opening`` opens in progress is not refused: each of
-        those ends within the backend's timeouts, and the call is next.)"""
-        full = not self._spares.ready and self._footprint() >= self._route.backend.max_sessions
+        those ends within the backend's timeouts, and the call is next; nor one that waits only
+        for a process being stopped, which ends within its stop's bounds.)"""
+        in_use = self._footprint() - self._stopping
+        full = not self._spares.ready and in_use >= self._route.backend.max_sessions
         return full and not self.idle_sessions()
 
     @staticmethod
@@ -306,7 +311,17 @@ class SessionPool:
             sessions.remove(pooled)
             if not sessions:
                 del self._sessions[pooled.key]
-            self._tasks.spawn(pooled.session.close(), name="pool-close")  # bounded and never raises
+            self._tasks.spawn(self._close(pooled.session), name="pool-close")
+            self._wake()
+
+    async def _close(self, session: LegacySession) -> None:
+        """Close ``session`` (bounded, never raises); the first in line looks again once it is."""
+        counted = int(isinstance(session, StdioSession))
+        self._stopping += counted
+        try:
+            await session.close()
+        finally:
+            self._stopping -= counted
             self._wake()
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
@@ -334,7 +349,7 @@ class SessionPool:
         self._detached.discard(session)
         self._report()
         self._wake()
-        await session.close()
+        await self._close(session)
 
     async def _open(
         self,
@@ -415,19 +430,11 @@ class SessionPool:
         return len(doomed)
 
     def _expire_unclaimed(self, now: float) -> None:
-        """Server requests no interactive call claimed within the hold TTL get the hold-expiry answer,
-        so the server is not left waiting for ever."""
+        """Server requests no interactive call claimed within ``holds.ttl`` get the hold-expiry answer."""
         older_than = now - self._route.holds.ttl
         for pooled in self._all():
-            for request in pooled.session.expired_unclaimed(older_than):
-                log.info("unclaimed_server_request_expired", route=self._route.name, method=request.method)
-                self._tasks.spawn(self._answer_expired(pooled.session, request), name="pool-answer-expired")
-
-    @staticmethod
-    async def _answer_expired(session: LegacySession, request: ServerRequest) -> None:
-        result, error = expiry_answer(request.method)
-        with contextlib.suppress(GatewayError):
-            await session.respond(request.id, result=result, error=error)
+            for method in pooled.session.expire_unclaimed(older_than):
+                log.info("unclaimed_server_request_expired", route=self._route.name, method=method)
 
     async def close(self) -> None:
         """Close every session (idle and in use) with DELETE; used at shutdown."""

@@ -31,8 +31,11 @@ A server request that arrives while no call owns the session (typically ``roots/
 ``notifications/initialized``, which many servers ask once and cache) is *unclaimed*: the session
 answers it itself when it was told how (``self_answers``, e.g. a route's static roots), else keeps it
 (bounded, ``MAX_UNCLAIMED``) until the next interactive call takes it with
-:meth:`BackendSession.take_unclaimed` or the pool expires it with :func:`expiry_answer`. One
-attributed to a call that ends without reading it is answered by the session (:meth:`Exchange.unanswered`).
+:meth:`BackendSession.take_unclaimed` or the pool expires it with :func:`expiry_answer`; but while a
+request that cannot carry it to a client (a list) has waited :data:`UNCLAIMED_STALL` seconds for its
+answer, the session answers it itself (:func:`unheard_answer`): the server may be waiting for it
+before it answers the list. One attributed to a call that ends without reading it is answered by the
+session (:meth:`Exchange.unanswered`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ CLAIMABLE_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "
 """Server requests a later call's client can answer; anything else unowned is refused at once."""
 MAX_UNCLAIMED = 8
 """Unowned server requests kept per session; past it the backend is refused (bounded memory)."""
+UNCLAIMED_STALL = 2.0
+"""Seconds a request that cannot carry a server request to a client (a list) may wait for its answer
+while the session keeps unclaimed requests; then the session answers them itself (``unheard_answer``;
+see :meth:`gateway.legacy.base.LegacySessionBase._unblock`). A list is answered in milliseconds
+unless the server waits for something."""
 ROUND_QUIET = 0.001
 """Seconds of backend silence, after the ``ping`` that fences an input round is answered, that
 complete the round (see :meth:`Exchange.poll`; both bounded by the route's ``batch_window``)."""
@@ -294,6 +302,15 @@ def expiry_answer(
     return None, {"code": INTERNAL_ERROR, "message": message}
 
 
+def unheard_answer(method: str) -> tuple[JsonObj | None, JsonObj | None]:
+    """``(result, error)`` for a server request no client can be asked while a request of ours waits
+    behind it (a list): ``roots/list`` gets an empty list (no client shares roots with a list),
+    anything else :func:`expiry_answer`'s answer."""
+    if method == "roots/list":
+        return {"roots": []}, None
+    return expiry_answer(method, "No client request that could answer this was in flight")
+
+
 class SessionExpired(Exception):
     """The backend answered 404 for our session id: it is gone and must be re-initialized."""
 
@@ -344,8 +361,9 @@ class BackendSession(Protocol):
         """The unowned server requests kept so far, oldest first; the caller now owns them."""
         ...
 
-    def expired_unclaimed(self, older_than: float) -> list[ServerRequest]:
-        """Remove and return the unowned requests that arrived before ``older_than`` (monotonic)."""
+    def expire_unclaimed(self, older_than: float) -> list[str]:
+        """Answer the unowned requests that arrived before ``older_than`` (monotonic) as
+        :func:`expiry_answer` says, in the session's task group; returns their methods."""
         ...
 
     async def close(self) -> None: ...

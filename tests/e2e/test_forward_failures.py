@@ -90,7 +90,10 @@ async def test_an_answer_lost_on_the_hop_is_asked_for_again_and_the_owner_answer
     routes = [route("demo", "/mcp", url)]
     owner_port = _free_port()
     async with answer_dropping_proxy(owner_port) as proxy_port:
-        owner_config = {"replica_id": "owner", "replicas": {"advertise_url": f"http://127.0.0.1:{proxy_port}"}}
+        owner_config: dict[str, Any] = {
+            "replica_id": "owner",
+            "replicas": {"advertise_url": f"http://127.0.0.1:{proxy_port}"},
+        }
         async with (
             running_gateway(routes, port=owner_port, **owner_config) as owner,
             running_gateway(routes, replica_id="other") as other,
@@ -116,7 +119,10 @@ async def test_a_retry_whose_owner_died_mid_hop_is_replayed_on_a_replay_route(
 ) -> None:
     _, url = fake_backend
     async with dying_owner() as (port, died):
-        owner_config = {"replica_id": "owner", "replicas": {"advertise_url": f"http://127.0.0.1:{port}"}}
+        owner_config: dict[str, Any] = {
+            "replica_id": "owner",
+            "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
+        }
         async with running_gateway([route("demo", "/mcp", url, **REPLAY)], **owner_config) as owner:
             first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
         (key,) = first["inputRequests"]
@@ -134,7 +140,10 @@ async def test_a_retry_whose_owner_died_mid_hop_is_lost_on_an_error_route(
 ) -> None:
     _, url = fake_backend
     async with dying_owner() as (port, died):
-        owner_config = {"replica_id": "owner", "replicas": {"advertise_url": f"http://127.0.0.1:{port}"}}
+        owner_config: dict[str, Any] = {
+            "replica_id": "owner",
+            "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
+        }
         async with running_gateway([route("demo", "/mcp", url)], **owner_config) as owner:
             first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
         (key,) = first["inputRequests"]

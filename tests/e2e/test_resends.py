@@ -168,7 +168,8 @@ async def test_the_resend_memory_is_bounded_in_count_bytes_and_time(
         assert dropped.error["code"] == INVALID_PARAMS, "the oldest was dropped: its state is spent, as before"
         assert memory.bytes <= 100_000
         gw_metrics = gw.app[keys.METRICS]
-        (kept_bytes,) = (s.value for s in gw_metrics.resend_memory_bytes.collect()[0].samples)
+        (family,) = gw_metrics.resend_memory_bytes.collect()
+        (kept_bytes,) = (s.value for s in family.samples)
         assert kept_bytes == memory.bytes > 0
         time.sleep(1.1)  # deliberate: past the route's holds.ttl, the lifetime of an entry
         expired = await client.retry("ask_city", newest[0], newest[1])

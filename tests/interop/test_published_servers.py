@@ -15,6 +15,8 @@ is checked (a file on disk, a commit message, an answer computed from the argume
 | ``@modelcontextprotocol/server-memory`` | 2026.8.31 | stdio |
 | ``@modelcontextprotocol/server-sequential-thinking`` | 2026.8.31 | stdio |
 | ``@modelcontextprotocol/server-everything`` | 2026.8.31 | streamable HTTP, HTTP+SSE (2024-11-05) |
+| ``mcp-shrimp-task-manager`` | 1.0.21 | stdio |
+| ``@pollinations/mcp-server-sqlite`` | 0.6.6 | stdio |
 | ``mcp-server-time`` (PyPI) | 2026.8.18 | stdio |
 | ``mcp-server-git`` (PyPI) | 2026.8.18 | stdio |
 | ``office-word-mcp-server`` (PyPI) | 1.1.11 | HTTP+SSE (2024-11-05), stdio |
@@ -27,10 +29,14 @@ client validates; ``mcp-server-git`` is a low-level ``mcp`` 1.x server with hand
 ``office-word-mcp-server`` runs on FastMCP 3 (the standalone ``fastmcp`` package), whose update
 check is switched off by ``FASTMCP_CHECK_FOR_UPDATES=off`` so it stays offline.
 
-Two habits of published servers need the gateway's help at session start (the last section):
-``office-word-mcp-server`` prints on stdout before it serves, and ``server-filesystem`` and
+Some habits of published servers need the gateway's help (the last section):
+``office-word-mcp-server`` prints on stdout before it serves; ``server-filesystem`` and
 ``server-everything`` ask ``roots/list`` right after ``notifications/initialized``, when no call
-is in flight (asked of the next call's client, or answered from the route's ``roots``).
+is in flight (asked of the next call's client, or answered from the route's ``roots``);
+``mcp-shrimp-task-manager`` asks ``roots/list`` inside ``tools/list`` and waits for the answer
+(answered by the gateway once the list has waited ``UNCLAIMED_STALL``); and
+``@pollinations/mcp-server-sqlite`` binds a fixed port, so only one copy can run (``max_sessions: 1``).
+``@pollinations/mcp-server-sqlite`` depends on ``sqlite3``, a native module its install script builds.
 """
 
 from __future__ import annotations
@@ -48,13 +54,14 @@ import anyio
 import mcp_types as types
 import pytest
 from harness import GatewayHandle, route, running_gateway, stdio_route
+from logged import logged
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from peers.runner import REPO_ROOT, free_port, run_peer
 from waiting import eventually
 
 from gateway import keys
-from gateway.legacy import stdio
+from gateway.legacy import base, stdio
 
 pytestmark = pytest.mark.interop
 
@@ -76,7 +83,11 @@ FASTMCP_OFFLINE = {"FASTMCP_CHECK_FOR_UPDATES": "off", "FASTMCP_SHOW_SERVER_BANN
 
 
 def npm_server(name: str) -> str:
-    command = NPM_BIN / f"mcp-server-{name}"
+    return npm_program(f"mcp-server-{name}")
+
+
+def npm_program(program: str) -> str:
+    command = NPM_BIN / program
     if not command.exists():
         pytest.fail(f"{command} is missing; run `bash scripts/bootstrap.sh` from the repo root", pytrace=False)
     return str(command)
@@ -411,15 +422,7 @@ async def test_word_server_that_prints_on_stdout_before_serving_works_through_st
     makes them reach the pipe at once instead of at exit. The gateway logs and skips the lines that
     are not JSON-RPC and serves the session.
     """
-    skipped: list[str] = []
-    log_info = stdio.log.info
-
-    def record(event: str, **fields: Any) -> Any:
-        if event == "backend_stdout_skipped":
-            skipped.append(fields["line"])
-        return log_info(event, **fields)
-
-    monkeypatch.setattr(stdio.log, "info", record)
+    skipped = logged(monkeypatch, stdio.log, "backend_stdout_skipped", "line")
     document = tmp_path / "notes.docx"
     env = {**FASTMCP_OFFLINE, "PYTHONUNBUFFERED": "1"}
     # prewarm 0: the lines counted are the one session process's (a spare would print them too)
@@ -558,3 +561,90 @@ async def test_filesystem_server_gets_the_route_s_static_roots_at_session_start(
     assert allowed == f"Allowed directories:\n{workspace.resolve()}"
     assert read == "ship it\n"
     assert client_roots.asked == 0
+
+
+SHRIMP_TOOLS = {"plan_task", "split_tasks", "list_tasks", "query_task", "get_task_detail", "research_mode"}
+SHRIMP_LIST_BOUND = 20.0
+"""Seconds the shrimp server's first ``tools/list`` may take through the gateway: a cold Node start
+and one :data:`~gateway.legacy.session.UNCLAIMED_STALL`; before, the list waited for the route's
+backend timeout (60 s here)."""
+
+
+async def test_shrimp_task_manager_that_asks_roots_inside_tools_list_lists_its_tools_through_stdio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mcp-shrimp-task-manager 1.0.21 asks ``roots/list`` inside ``tools/list`` and waits for it.
+
+    Its ``tools/list`` handler loads each tool's description (``prompts/loader.js``), and each load
+    calls ``getDataDir`` (``utils/paths.js``), which sends ``roots/list`` and awaits the answer: 15
+    in a row before the list is answered. A list cannot carry a question to its client, and the
+    requests arrive while no interactive call holds the session (kept "unclaimed"), so the gateway
+    answers them itself once the list has waited ``UNCLAIMED_STALL`` (later ones, and those of later
+    lists on the session, at once): an empty list, with a ``server_request_unblocked`` line each.
+    ``DATA_DIR`` (absolute) keeps its files in ``tmp_path``.
+    A tool call is interactive: the server's ``roots/list`` in ``list_tasks`` are asked of the
+    call's client, one round each.
+    """
+    unblocked = logged(monkeypatch, base.log, "server_request_unblocked", "method")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    roots = Roots((workspace,))
+    data = tmp_path / "data"
+    route_ = published_stdio_route([npm_program("mcp-shrimp-task-manager")], env={"DATA_DIR": str(data)})
+    with anyio.fail_after(FLOW_TIMEOUT):
+        async with (
+            running_gateway([route_]) as gateway,
+            modern_client(gateway, list_roots_callback=roots) as client,
+        ):
+            started = time.monotonic()
+            _, tools = await first_contact(client, "Shrimp Task Manager")
+            listed_in = time.monotonic() - started
+            listed = only_text(await client.call_tool("list_tasks", {"status": "all"}))
+    assert listed_in < SHRIMP_LIST_BOUND
+    assert tools >= SHRIMP_TOOLS
+    assert set(unblocked) == {"roots/list"}
+    assert len(unblocked) >= 15  # the first list's; more when the tool's schema is listed again
+    assert roots.asked == 3  # list_tasks reads its data directory three times, each a round of its own
+    assert listed  # no task yet: the server says so in its own words
+    assert (data / workspace.name / "tasks.json").exists()
+
+
+async def test_sqlite_server_that_binds_a_fixed_port_serves_concurrent_calls_in_turn_through_stdio(
+    tmp_path: Path,
+) -> None:
+    """@pollinations/mcp-server-sqlite 0.6.6 also serves its tables over HTTP on a fixed port
+    (``MCP_HTTP_PORT``, default 31111, every interface): a second copy exits with ``EADDRINUSE``
+    before it answers ``initialize``. With ``max_sessions: 1`` (docs/operations.md, "A server only one
+    copy of which can run") the gateway runs one process (a spare taken by the first call) and
+    concurrent calls take turns on it; none fails to start. Its ``engines`` asks for Node 22; it
+    runs on 20."""
+    database = tmp_path / "notes.sqlite"
+    env = {"MCP_HTTP_PORT": str(free_port())}
+    route_ = published_stdio_route(
+        [npm_server("sqlite"), str(database)], env=env, max_sessions=1, prewarm=1, session_wait=FLOW_TIMEOUT
+    )
+    names = ("alpha", "beta", "gamma", "delta")
+    inserted: list[str] = []
+    with anyio.fail_after(FLOW_TIMEOUT):
+        async with running_gateway([route_]) as gateway, modern_client(gateway) as client:
+            _, tools = await first_contact(client, "sqlite-manager")
+            assert {"execute_query", "list_tables"} <= tools
+            created = await client.call_tool("execute_query", {"query": "CREATE TABLE notes (name TEXT)"})
+
+            async def insert(name: str) -> None:
+                async with modern_client(gateway) as other:
+                    query = f"INSERT INTO notes (name) VALUES ('{name}')"
+                    inserted.append(only_text(await other.call_tool("execute_query", {"query": query})))
+
+            async with anyio.create_task_group() as group:
+                for name in names:
+                    group.start_soon(insert, name)
+            rows = await client.call_tool("execute_query", {"query": "SELECT name FROM notes ORDER BY name"})
+            pool = gateway.app[keys.ROUTES]["/mcp"].pool
+            failures, opened = pool.health.failures, pool.initializations
+    done = "Query executed successfully. No results returned or non-SELECT query."
+    assert only_text(created) == done  # the server reports a failed query as text, not as an error
+    assert inserted == [done] * len(names)
+    assert only_text(rows) == "name\n" + "".join(f"{name}\n" for name in sorted(names))  # CSV
+    assert failures == 0, "no copy failed to start"
+    assert opened == 1
