@@ -17,13 +17,15 @@
 #   3. builds the Dockerfile (`--format docker`, so the HEALTHCHECK is kept) with the VERSION and
 #      REVISION build arguments;
 #   4. runs it as the chart does (--read-only with a tmpfs /tmp only, --cap-drop ALL,
-#      no-new-privileges, port on 127.0.0.1), with a generated key and the bundled legacy demo
-#      server in a second container on the gateway's network namespace, and checks: /healthz and
+#      no-new-privileges), on the host's network with free 127.0.0.1 ports (a bridge would turn on
+#      IP forwarding and leave NAT chains on the host), with a generated key and the bundled legacy
+#      demo server in a second container, and checks: /healthz and
 #      /readyz, a tools/call through the gateway, uid 10001, a write to / fails, the image's
 #      HEALTHCHECK, the OCI labels, and a drain: a call held for the user's answer, `podman stop`
 #      (SIGTERM), /readyz turns 503, the held call's retry completes, exit code 0 well within
 #      the stop timeout, drain log lines and no traceback;
-#   5. prints a summary; the exit status is non-zero when any check failed.
+#   5. checks that IP forwarding, container links and firewall chains are as it found them, and
+#      prints a summary; the exit status is non-zero when any check failed.
 #
 # Needs root (apt-get, debootstrap, rootful podman). Environment:
 #   PYTHON_IMAGE      base image to build on: a copy of the pinned python:3.11.14-slim-bookworm
@@ -64,7 +66,9 @@ DRAIN_TIMEOUT=20      # listen.drain_timeout in the test config (the default)
 STOP_TIMEOUT=30       # podman stop -t: above drain_timeout, as the Dockerfile's run example says
 GW_NAME="mrtr-check-gw-$$"
 BE_NAME="mrtr-check-backend-$$"
-BACKEND_PORT=8765     # demo server, inside the gateway's network namespace
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+GW_PORT="$(free_port)"       # the gateway, on the host's loopback (host network: no bridge, no NAT)
+BACKEND_PORT="$(free_port)"  # the demo server, on the host's loopback too
 
 started_all=$(date +%s)
 step() { printf '\n== %s\n' "$*"; }
@@ -81,6 +85,17 @@ check() { # NAME COMMAND...: PASS when the command succeeds
   local name="$1"; shift
   if "$@"; then pass "$name"; else fail "$name"; fi
 }
+
+# The host as the check found it: what a container on podman's default bridge changes (IP forwarding,
+# the CNI/netavark chains and bridge). The containers run on the host's network, so nothing should.
+host_state() {
+  printf 'ip_forward=%s\n' "$(cat /proc/sys/net/ipv4/ip_forward 2>/dev/null)"
+  ip -o link show 2>/dev/null | awk -F': ' '{print "link=" $2}' | sed 's/@.*//' | grep -E 'cni|podman|netavark|veth' || true
+  if command -v iptables-save >/dev/null; then
+    iptables-save 2>/dev/null | grep -E '^:(CNI|NETAVARK|PODMAN)' | awk '{print "chain=" $1}' || true
+  fi
+}
+host_before="$(host_state)"
 
 work="$(mktemp -d)"
 cleanup() {
@@ -262,7 +277,7 @@ step "run: generated key, read-only, no capabilities, 127.0.0.1 only"
 key="$("${PODMAN[@]}" run --rm "${ULIMITS[@]}" --network none "$IMAGE" gen-key)"
 [[ ${#key} -ge 32 ]] || die "gen-key printed no key"
 cat >"$work/gateway.yaml" <<EOF
-listen: {host: 0.0.0.0, port: 8080, drain_timeout: $DRAIN_TIMEOUT}
+listen: {host: 127.0.0.1, port: $GW_PORT, drain_timeout: $DRAIN_TIMEOUT}
 logging: {json: true}
 routes:
   - name: demo
@@ -275,15 +290,16 @@ chmod 644 "$work/gateway.yaml"
 RUN_OPTS=(--read-only --read-only-tmpfs=false --tmpfs "/tmp:rw,nosuid,nodev,size=16m"
   --cap-drop ALL --security-opt no-new-privileges "${ULIMITS[@]}")
 "${PODMAN[@]}" run --detach --name "$GW_NAME" "${RUN_OPTS[@]}" \
-  --publish 127.0.0.1::8080 \
+  --network host \
   --volume "$work/gateway.yaml:/etc/mrtr-gateway/gateway.yaml:ro" \
   --env "MRTR_GATEWAY_STATE_KEYS=$key" \
   "$IMAGE" >/dev/null
-# The bundled legacy demo server, in the gateway's network namespace (so 127.0.0.1 for both).
-"${PODMAN[@]}" run --detach --name "$BE_NAME" "${RUN_OPTS[@]}" --network "container:$GW_NAME" \
+# The bundled legacy demo server, on the host's loopback too. Host network for both: a container on
+# podman's default bridge turns IP forwarding on and adds NAT chains to the host, which stay.
+"${PODMAN[@]}" run --detach --name "$BE_NAME" "${RUN_OPTS[@]}" --network host \
   --entrypoint python "$IMAGE" -m gateway.demo.backend --port "$BACKEND_PORT" >/dev/null
-GW="http://$("${PODMAN[@]}" port "$GW_NAME" 8080/tcp)"
-note "gateway $GW_NAME on $GW, demo server $BE_NAME on its loopback :$BACKEND_PORT"
+GW="http://127.0.0.1:$GW_PORT"
+note "gateway $GW_NAME on $GW, demo server $BE_NAME on 127.0.0.1:$BACKEND_PORT (host network)"
 
 poll_200() { # URL: until it answers 200, at most 30 s
   for _ in $(seq 150); do
@@ -416,6 +432,18 @@ check "logs: drain_started, drain_ended drained=true, no traceback or error" log
 if grep -q -E 'Traceback|"level": ?"(error|critical)"' "$work/gateway.log"; then
   sed -n '1,40p' "$work/gateway.log"
 fi
+
+# --- the host as found ------------------------------------------------------------------------
+step "host state: unchanged by the check"
+"${PODMAN[@]}" rm --force --time 0 "$BE_NAME" "$GW_NAME" >/dev/null 2>&1 || true
+host_after="$(host_state)"
+host_unchanged() {
+  [[ "$host_before" == "$host_after" ]] && return 0
+  diff <(echo "$host_before") <(echo "$host_after") | sed 's/^/   /'
+  return 1
+}
+note "$(echo "$host_before" | paste -sd' ' -)"
+check "no sysctl, link or firewall chain left changed on the host" host_unchanged
 
 # --- 5. summary -------------------------------------------------------------------------------
 step "summary ($(elapsed "$started_all") in all)"
