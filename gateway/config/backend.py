@@ -90,6 +90,17 @@ class BackendConfig(Strict):
     cwd: str | None = Field(
         None, description="stdio only: working directory of the server process. Default: the gateway's."
     )
+    oom_score_adj: int = Field(
+        1000,
+        ge=-1000,
+        le=1000,
+        description="stdio only: the Linux OOM score adjustment of the server process (its children inherit "
+        "it), set as it starts. The default, 1000, makes the servers the kernel's first choice when memory runs "
+        "out, not the gateway that holds every route's calls: a killed server fails the calls on it "
+        "(backend_unavailable, stream_closed) and the next call starts a new one. Raising it needs no "
+        "privilege; a value below the gateway's own is refused by the kernel (logged once, the server still "
+        "starts).",
+    )
     timeout: PositiveSeconds = Field(
         30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
     )

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import time
@@ -113,6 +114,23 @@ class NoiseLog:
         self._suppressed = 0
 
 
+def set_oom_score_adj(pid: int, value: int) -> None:
+    """Set ``pid``'s OOM score adjustment (``backend.oom_score_adj``), right after it was started:
+    children it forks later inherit it (``npx`` starts ``node`` after loading). Raising it needs no
+    privilege; where the kernel refuses (a value below the gateway's own) or there is no ``/proc``,
+    the server runs as it is, logged once per value and error."""
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as adj:
+            adj.write(str(value))
+    except OSError as exc:
+        _oom_score_adj_refused(value, type(exc).__name__)
+
+
+@functools.cache
+def _oom_score_adj_refused(value: int, error: str) -> None:
+    log.warning("oom_score_adj_refused", value=value, error=error)
+
+
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     """A minimal environment: PATH, HOME and LANG from the gateway's, plus the route's ``env``."""
     env = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
@@ -129,6 +147,7 @@ class StdioSession(DemuxedSession):
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        oom_score_adj: int | None = None,
         capabilities: JsonObj,
         timeout: float,
         connect_timeout: float,
@@ -139,6 +158,7 @@ class StdioSession(DemuxedSession):
         self._command = list(command)
         self._env = child_env(env or {})
         self._cwd = cwd
+        self._oom_score_adj = oom_score_adj
         self._starts = starts
         super().__init__(
             capabilities=capabilities,
@@ -156,7 +176,14 @@ class StdioSession(DemuxedSession):
         backend = route.backend
         assert backend.command is not None  # the config requires it for stdio
         options = route_options(route, capabilities)
-        return cls(backend.command, env=backend.env, cwd=backend.cwd, starts=starts, **options)
+        return cls(
+            backend.command,
+            env=backend.env,
+            cwd=backend.cwd,
+            oom_score_adj=backend.oom_score_adj,
+            starts=starts,
+            **options,
+        )
 
     def _init_transport(self) -> None:
         self._proc: asyncio.subprocess.Process | None = None
@@ -287,6 +314,8 @@ class StdioSession(DemuxedSession):
         except (OSError, ValueError) as exc:
             raise BackendUnavailable("spawn_failed", f"{self._command[0]}: {exc}") from exc
         GUARD.started(self._proc.pid)  # its own group (start_new_session): the pgid is its pid
+        if self._oom_score_adj is not None:
+            set_oom_score_adj(self._proc.pid, self._oom_score_adj)
         stdout, stderr = self._proc.stdout, self._proc.stderr
         assert stdout is not None  # both are pipes: see above
         assert stderr is not None

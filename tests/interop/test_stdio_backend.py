@@ -12,14 +12,16 @@ process it started is stopped and reaped.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import cast
 
+import aiohttp
 import anyio
 import mcp_types as types
 import pytest
-from harness import GatewayHandle, running_gateway, stdio_route
+from harness import BareClient, GatewayHandle, accept, running_gateway, stdio_route
 from mcp.client import Client
 from mcp.client.session import ClientRequestContext
 from peers.runner import PEERS_DIR, REPO_ROOT, legacy_python
@@ -145,3 +147,31 @@ async def test_concurrent_calls_each_get_their_own_process() -> None:
     assert len(seen["pids"]) == CONCURRENT_CALLS  # type: ignore[arg-type]
     assert initializations == CONCURRENT_CALLS
     assert_all_reaped(pids)
+
+
+async def test_a_killed_server_fails_only_the_calls_on_it() -> None:
+    """What the gateway does when the kernel (or anyone) kills a stdio server: the calls held on that
+    process fail with a clear error (``backend_unavailable``, ``stream_closed``), a held call on
+    another route of the same gateway is untouched, and the route's next call starts a new process
+    (issue 27 item 3)."""
+    command = [legacy_python(), str(PEERS_DIR / "legacy_fastmcp.py"), "--transport", "stdio", "--log-level", "WARNING"]
+    backend = {"cwd": str(REPO_ROOT), "timeout": 60}
+    routes = [stdio_route("a", "/a", command, backend=backend), stdio_route("b", "/b", command, backend=backend)]
+    async with aiohttp.ClientSession() as http, running_gateway(routes) as gw:
+        on_a, on_b = BareClient(http, gw.url("/a")), BareClient(http, gw.url("/b"))
+        held_a = (await on_a.call_tool("ask_city")).result
+        held_b = (await on_b.call_tool("ask_city")).result
+        pool_a = gw.app[keys.ROUTES]["/a"].pool
+        (victim,) = child_pids(pool_a)
+        with open(f"/proc/{victim}/oom_score_adj") as adj:
+            assert int(adj.read()) == 1000
+        os.kill(victim, signal.SIGKILL)  # as the OOM killer does
+        (key_a,) = held_a["inputRequests"]
+        failed = await on_a.retry("ask_city", held_a["requestState"], {key_a: accept(city="Oslo")})
+        (key_b,) = held_b["inputRequests"]
+        fine = await on_b.retry("ask_city", held_b["requestState"], {key_b: accept(city="Lima")})
+        again = (await on_a.call_tool("echo", {"text": "back"})).text
+    assert failed.status == 502
+    assert failed.error["data"] == {"reason": "backend_unavailable", "cause": "stream_closed"}
+    assert "Lima" in fine.text
+    assert again == "back"

@@ -517,3 +517,49 @@ def test_tree_cpu_ticks_reads_a_process_and_none_for_a_missing_one() -> None:
     with subprocess.Popen([sys.executable, "-c", "pass"]) as child:
         child.wait()
     assert tree_cpu_ticks(child.pid) is None
+
+
+def _oom_score_adj(pid: int) -> int:
+    with open(f"/proc/{pid}/oom_score_adj") as adj:
+        return int(adj.read())
+
+
+async def test_a_server_and_its_children_are_the_oom_killer_s_choice_before_the_gateway(tmp_path: Path) -> None:
+    """``backend.oom_score_adj`` (default 1000) is set on the server as it starts and inherited by
+    the children it forks afterwards (as ``npx`` starts ``node``); the gateway's own stays as it was."""
+    pid_file = tmp_path / "child.pid"
+    launcher = (
+        "import subprocess, sys, time\n"
+        "time.sleep(0.3)\n"  # the server's own start-up, before it forks its child
+        "child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "sys.stdin.read()\n"
+    )
+    settings = parse_config(
+        {
+            "state": {"keys": ["k" * 32]},
+            "routes": [
+                {
+                    "name": "s",
+                    "path": "/mcp",
+                    "backend": {"transport": "stdio", "command": [sys.executable, "-c", launcher]},
+                }
+            ],
+        },
+        env={},
+    )
+    route = settings.routes[0]
+    assert route.backend.oom_score_adj == 1000
+    server = StdioSession.for_route(route, CAPABILITIES)
+    try:
+        async with asyncio.timeout(WAIT):
+            await server.spawn()
+            while not pid_file.exists() or not pid_file.read_text():
+                await asyncio.sleep(0.02)  # deliberate: waiting for the server to fork its child
+        assert server.pid is not None
+        assert _oom_score_adj(server.pid) == 1000
+        assert _oom_score_adj(int(pid_file.read_text())) == 1000, "inherited by what it starts later"
+        assert _oom_score_adj(os.getpid()) < 1000
+    finally:
+        async with asyncio.timeout(WAIT):
+            await server.close()
