@@ -41,6 +41,7 @@ from gateway.calls.resends import Resends
 from gateway.calls.route import TOOL_SCHEMA_TTL
 from gateway.calls.transcript import ReplayGuard
 from gateway.config.load import Settings
+from gateway.connections import ConnectionActivity
 from gateway.drain import Drain
 from gateway.errors import BACKEND_CAUSES
 from gateway.frontdoor.door import FrontDoor
@@ -76,12 +77,15 @@ def build_app(settings: Settings) -> web.Application:
     metrics = Metrics.create()
     # One drain state for the server (begins it on SIGTERM), /readyz and the front door (refuses new calls).
     drain = Drain(config.listen.drain_timeout, on_refuse=metrics.rejections.labels("draining").inc)
+    # What each connection is doing, for the connection cap (gateway.connections), seen from here.
+    connections = ConnectionActivity()
     # handler_args bound what the HTTP parser accepts wherever the app runs (issue 8 item 4).
     app = web.Application(
         client_max_size=config.listen.max_body_bytes + 1,
         handler_args=handler_options(config.listen),
-        middlewares=[request_middleware(metrics, settings.replica_id), drain.middleware],
+        middlewares=[connections.middleware, request_middleware(metrics, settings.replica_id), drain.middleware],
     )
+    app[keys.CONNECTIONS] = connections
     app[keys.SETTINGS] = settings
     app[keys.METRICS] = metrics
     app[keys.DRAIN] = drain

@@ -28,12 +28,15 @@ from __future__ import annotations
 import asyncio
 import json
 import resource
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Final
 
 from aiohttp import web
 
 from gateway.errors import Overloaded
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 REUSE_IDLE_AFTER: Final = 10.0
 """Seconds a connection must have waited for its next request before it may be closed to admit a
@@ -162,26 +165,44 @@ class _RefuseAtOnce(asyncio.Protocol):
         transport.close()
 
 
-def _idle_since(handler: Any) -> float | None:
-    """When ``handler`` (an aiohttp ``RequestHandler``) began waiting for its next request, or None
-    while a request is in flight or it is closing.
+class ConnectionActivity:
+    """What the gateway itself sees of each client connection, through aiohttp's public API only: a
+    connection is waiting for its next request from when its handler was made (the limiter makes
+    it) or its last request left the middleware chain; it is busy while a request is in the chain.
 
-    aiohttp has no public view of this; these are the attributes its own keep-alive timer reads
-    (``RequestHandler._process_keepalive``): a pending ``_waiter`` and no queued message means the
-    connection waits for a request; ``_next_keepalive_close_time`` is set to now + keep-alive timeout
-    when it begins waiting. Any attribute missing (another aiohttp): None, the connection is kept."""
-    if getattr(handler, "transport", None) is None or getattr(handler, "_force_close", True):
-        return None
-    waiter = getattr(handler, "_waiter", None)
-    if waiter is None or waiter.done() or getattr(handler, "_messages", True):
-        return None
-    if getattr(handler, "_request_in_progress", True):
-        return None
-    close_time = getattr(handler, "_next_keepalive_close_time", None)
-    timeout = getattr(handler, "keepalive_timeout", None)
-    if not isinstance(close_time, float) or not isinstance(timeout, (int, float)):
-        return None
-    return close_time - timeout if timeout > 0 else 0.0
+    The end of a request is when its handler returned: a plain answer is written a moment after,
+    which the :data:`REUSE_IDLE_AFTER` margin (seconds) covers. A request whose head has begun to
+    arrive on a connection waiting that long is not seen, and may be closed, as nginx closes it."""
+
+    def __init__(self) -> None:
+        self._waiting_since: dict[Any, float] = {}
+        self._busy: dict[Any, int] = {}
+
+    def opened(self, handler: Any, live: Collection[Any]) -> None:
+        """A connection's handler was made; forget those no longer among the ``live`` ones, now and then."""
+        self._waiting_since[handler] = time.monotonic()
+        if len(self._waiting_since) > 2 * len(live) + 64:
+            keep = set(live) | {handler}
+            self._waiting_since = {h: t for h, t in self._waiting_since.items() if h in keep}
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        connection = request.protocol
+        self._busy[connection] = self._busy.get(connection, 0) + 1
+        try:
+            return await handler(request)
+        finally:
+            left = self._busy.pop(connection) - 1
+            if left:
+                self._busy[connection] = left
+            self._waiting_since[connection] = time.monotonic()
+
+    def idle_since(self, handler: Any) -> float | None:
+        """Since when (``time.monotonic()``) ``handler``'s connection waits for a request; None while a
+        request is in flight, once it is closing, or for a connection this object never saw."""
+        if handler.transport is None or handler in self._busy:
+            return None
+        return self._waiting_since.get(handler)
 
 
 class ConnectionLimiter:
@@ -192,10 +213,12 @@ class ConnectionLimiter:
         self,
         server: web.Server,
         limit: int,
+        activity: ConnectionActivity,
         on_refuse: Callable[[], None] | None = None,
         reuse_idle_after: float = REUSE_IDLE_AFTER,
     ) -> None:
         self._server = server
+        self._activity = activity
         self._limit = limit
         self._on_refuse = on_refuse
         self._reuse_idle_after = reuse_idle_after
@@ -213,7 +236,9 @@ class ConnectionLimiter:
                 return _RefuseAtOnce()
             self._refusing += 1
             return _Refuse(self._refused)
-        return self._server()
+        handler = self._server()
+        self._activity.opened(handler, connections)
+        return handler
 
     def _refused(self) -> None:
         self._refusing -= 1
@@ -224,15 +249,15 @@ class ConnectionLimiter:
         closing = 0
         oldest: tuple[float, Any] | None = None
         for handler in connections:
-            if getattr(handler, "transport", None) is None:
+            if handler.transport is None:
                 closing += 1
                 continue
-            since = _idle_since(handler)
+            since = self._activity.idle_since(handler)
             if since is not None and (oldest is None or since < oldest[0]):
                 oldest = (since, handler)
         if len(connections) - closing < self._limit:
             return True
-        if oldest is None or asyncio.get_running_loop().time() - oldest[0] < self._reuse_idle_after:
+        if oldest is None or time.monotonic() - oldest[0] < self._reuse_idle_after:
             return False
         oldest[1].force_close()  # what aiohttp's own keep-alive timer does to an idle connection
         self.idle_closed += 1

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from gateway.calls import CallContext, RouteRuntime
 from gateway.config.load import Settings
+from gateway.connections import ConnectionActivity
 from gateway.drain import Drain
 from gateway.frontdoor.door import FrontDoor
 from gateway.holds.registry import HoldRegistry
@@ -35,5 +36,6 @@ DRAIN = web.AppKey("drain", Drain)
 HTTP_CLIENT = web.AppKey("http_client", aiohttp.ClientSession)
 KEYRING = web.AppKey("keyring", KeyRing)
 BACKGROUND = web.AppKey("background_tasks", TaskGroup)
+CONNECTIONS = web.AppKey("connections", ConnectionActivity)
 MCP_TASKS = web.AppKey("mcp_tasks", TaskGroup)
 """The runners of the tasks this replica owns (:mod:`gateway.mcptasks`)."""

@@ -73,7 +73,7 @@ async def listen(
     assert runner.server is not None, "call runner.setup() first"
     loop = asyncio.get_running_loop()
     limit = default_max_connections() if max_connections is None else max_connections
-    limiter = ConnectionLimiter(runner.server, limit, on_refuse, reuse_idle_after)
+    limiter = ConnectionLimiter(runner.server, limit, runner.app[keys.CONNECTIONS], on_refuse, reuse_idle_after)
     return await loop.create_server(limiter, host, port, reuse_address=True)
 
 
