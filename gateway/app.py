@@ -62,7 +62,7 @@ from gateway.observability.metrics import Metrics
 from gateway.observability.requests import request_middleware
 from gateway.observability.route_health import RouteHealthCollector
 from gateway.replicas.auth import ForwardSigner
-from gateway.replicas.forward import ReplicaHop
+from gateway.replicas.forward import ReplicaHop, hop_client
 from gateway.server import handler_options
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.codec import KeyRing
@@ -222,7 +222,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         boundary=boundary,
         core=core,
         schemas=ToolSchemas(core.call),
-        hop=ReplicaHop(config.replicas, signer, metrics, http),
+        hop=ReplicaHop(config.replicas, signer, metrics, lambda: app[keys.HOP_CLIENT]),
         drain=drain,
         tasks=tasks,
         http=http,
@@ -247,10 +247,12 @@ async def _close_long_streams(app: web.Application) -> None:
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True)
     # No cookie jar: one shared client serves every user, and a backend cookie must not leak across them.
-    async with aiohttp.ClientSession(
-        connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
-    ) as http:
+    async with (
+        aiohttp.ClientSession(connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()) as http,
+        hop_client() as hop,
+    ):
         app[keys.HTTP_CLIENT] = http
+        app[keys.HOP_CLIENT] = hop  # the replica hop's own: it watches for the owner's acknowledgement
         yield
 
 

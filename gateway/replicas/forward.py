@@ -45,14 +45,13 @@ import contextlib
 import functools
 import ssl
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 from typing import Any, Final
 
 import aiohttp
 import structlog
 import yarl
 from aiohttp import web
-from aiohttp.abc import AbstractStreamWriter
-from aiohttp.payload import BytesPayload
 
 from gateway import envelopes
 from gateway.calls import RouteRuntime
@@ -107,29 +106,36 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_file)
 
 
-class _SentOnAcknowledgement(BytesPayload):
-    """The hop's body; aiohttp writes it once the owner answered ``100 Continue`` (or its final
-    answer), which lifts the acknowledgement deadline: from then on only the hop's own read timeout
-    applies."""
+class _Acknowledgement:
+    """Lifts a hop's acknowledgement deadline when the body is sent: aiohttp sends it once the owner
+    answered ``100 Continue`` (or its final answer). From then on only the hop's read timeout applies."""
 
-    def __init__(self, body: bytes, deadline: asyncio.Timeout) -> None:
-        super().__init__(body)
+    def __init__(self, deadline: asyncio.Timeout) -> None:
         self._deadline = deadline
 
-    def _acknowledged(self) -> None:
+    def body_sent(self) -> None:
         # Only while the hop still waits for its acknowledgement: not once the deadline has struck (the
         # hop is being cancelled), nor once the block is left (the owner's answer came first).
         if self._deadline.when() is not None and not self._deadline.expired():
             with contextlib.suppress(RuntimeError):  # the block was left already
                 self._deadline.reschedule(None)
 
-    async def write(self, writer: AbstractStreamWriter) -> None:
-        self._acknowledged()
-        await super().write(writer)
 
-    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
-        self._acknowledged()
-        await super().write_with_length(writer, content_length)
+async def _on_chunk_sent(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestChunkSentParams
+) -> None:
+    acknowledgement = context.trace_request_ctx
+    if isinstance(acknowledgement, _Acknowledgement):
+        acknowledgement.body_sent()
+
+
+def hop_client() -> aiohttp.ClientSession:
+    """The HTTP client of the replica hop: its own connection pool, and aiohttp's public request
+    tracing (``on_request_chunk_sent``) to see the body leave, that is the owner's acknowledgement."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_on_chunk_sent)
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True)
+    return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trace_configs=[trace])
 
 
 class ReplicaHop:
@@ -239,7 +245,8 @@ class ReplicaHop:
             async with deadline:
                 upstream = await self._http().post(
                     owner_url + path,
-                    data=_SentOnAcknowledgement(body, deadline),
+                    data=body,
+                    trace_request_ctx=_Acknowledgement(deadline),
                     headers=headers,
                     timeout=timeout,
                     allow_redirects=False,

@@ -155,3 +155,52 @@ async def test_a_retry_whose_owner_died_mid_hop_is_lost_on_an_error_route(
             assert lost.status == 502
             assert lost.error["data"] == {"reason": "hold_lost", "cause": "owner_unreachable"}
             assert _forwards(other, "owner_unreachable") == 1
+
+
+@contextlib.asynccontextmanager
+async def slow_owner(delay: float) -> AsyncIterator[int]:
+    """An owner that acknowledges the hop at once (``100 Continue``), then answers after ``delay``."""
+    port = _free_port()
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"late but here"}]}}'
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await writer.drain()
+        await reader.readexactly(length)
+        await asyncio.sleep(delay)  # deliberate: the owner works past the hop's forward_timeout
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + f"Content-Length: {len(answer)}\r\n\r\n".encode()
+            + answer
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    async with server:
+        yield port
+
+
+async def test_an_acknowledged_owner_may_answer_after_forward_timeout(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    """The acknowledgement (the body sent after ``100 Continue``) lifts the ``forward_timeout``
+    deadline: from then on only the route's ``backend.timeout`` bounds the owner."""
+    _, url = fake_backend
+    replicas = {"forward_timeout": 0.3}
+    async with slow_owner(delay=1.0) as port:
+        owner_config: dict[str, Any] = {
+            "replica_id": "owner",
+            "replicas": {**replicas, "advertise_url": f"http://127.0.0.1:{port}"},
+        }
+        async with running_gateway([route("demo", "/mcp", url)], **owner_config) as owner:
+            first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
+        (key,) = first["inputRequests"]
+        async with running_gateway([route("demo", "/mcp", url)], replica_id="other", replicas=replicas) as other:
+            late = await BareClient(http, other.url()).retry("ask_city", first["requestState"], {key: accept(city="x")})
+    assert late.status == 200
+    assert late.text == "late but here"
