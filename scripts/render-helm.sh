@@ -6,18 +6,31 @@
 #   scripts/render-helm.sh [OUT_DIR]        (default: build/helm-render)
 #
 # Value sets: the chart defaults (plus stateKeys.existingSecret, the one value without a default),
-# then every helm/mrtr-gateway/ci/*-values.yaml. Each rendering is validated with
-# kubernetes-validate in strict mode (unknown fields refused) against $KUBE_VERSIONS; the
-# Prometheus Operator's kinds have no schema there and get a structural check, the Gateway API's
+# then every helm/mrtr-gateway/ci/*-values.yaml. Each is rendered twice:
+# - for the newest Kubernetes of $KUBE_VERSIONS and validated with kubernetes-validate in strict mode
+#   (unknown fields refused) against each of $KUBE_VERSIONS;
+# - for the oldest Kubernetes the chart claims (Chart.yaml kubeVersion; $OLDEST_KUBE), with the API
+#   versions a cluster of that version serves (`helm lint --kube-version`, `helm template
+#   --kube-version --api-versions`), and validated in strict mode against its schema. The pinned
+#   kubernetes-validate ships 1.25 and newer only, and 1.25 has no policy/v1beta1 any more, so the
+#   1.20 schema comes from kubernetes-validate 1.28.3, the last release that ships it (its schema
+#   files only, installed beside the tools). The two renderings must differ in the apiVersion of the
+#   PodDisruptionBudget (policy/v1beta1 on 1.20) and the HorizontalPodAutoscaler (autoscaling/v2beta2)
+#   only, the newest using policy/v1 and autoscaling/v2.
+# Then the all-features values are rendered for every Kubernetes minor from 1.20 to 1.26, with the
+# API versions its discovery lists and with --kube-version alone, and each PodDisruptionBudget and
+# HorizontalPodAutoscaler must have the version that minor serves and pass its strict schema.
+# The Prometheus Operator's kinds have no schema there and get a structural check, the Gateway API's
 # HTTPRoute (no CRD schema offline either) a field-by-field check of the v1 fields the chart uses,
 # the Ingress and the HTTPRoute must lead to the Service's port, and every
 # PrometheusRule's groups pass `promtool check rules`. Values that must be refused (no state keys,
 # a typo caught by values.schema.json, keys or replica_id in `config`, an HTTPRoute attached to no
-# Gateway) are checked too, each for its own reason.
+# Gateway) are checked too, each for its own reason, and so is a Kubernetes older than kubeVersion.
 #
 # Tools: the `helm` CLI when it is on PATH (HELM=... to choose one); otherwise Helm's own Go SDK
 # (v4) through the `helm-python-sdk` wheel from PyPI. Both helm-python-sdk and kubernetes-validate
-# are installed once into a tools venv ($MRTR_TOOLS_VENV, default ~/.cache/mrtr-gateway/tools-venv).
+# are installed once into a tools venv ($MRTR_TOOLS_VENV, default ~/.cache/mrtr-gateway/tools-venv),
+# and the older kubernetes-validate's schemas into a folder of it (pip install --target).
 # promtool comes from Debian's `prometheus` package, installed with apt-get when missing and
 # running as root (as CI does). The gateway runs from $PYTHON (default .venv/bin/python).
 set -euo pipefail
@@ -30,12 +43,22 @@ HELM="${HELM:-$(command -v helm || true)}"
 HELM_PYTHON_SDK="helm-python-sdk==0.2.2"
 KUBERNETES_VALIDATE="kubernetes-validate==1.37.0"
 KUBE_VERSIONS="${KUBE_VERSIONS:-1.29.0 1.32.0 1.35.0}"
+# The oldest Kubernetes the chart claims (Chart.yaml kubeVersion), the version a real cluster reported.
+OLDEST_KUBE="1.20.2"
+# The last kubernetes-validate that ships the 1.20 schema (1.29.1 starts at 1.22, 1.37.0 at 1.25).
+KUBERNETES_VALIDATE_OLD="kubernetes-validate==1.28.3"
 
 TOOLS="${MRTR_TOOLS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mrtr-gateway/tools-venv}"
 if ! "$TOOLS/bin/python" -c "import helm_python, yaml, kubernetes_validate" 2>/dev/null; then
   echo "render-helm: installing $HELM_PYTHON_SDK and $KUBERNETES_VALIDATE into $TOOLS" >&2
   [[ -x "$TOOLS/bin/python" ]] || python3 -m venv "$TOOLS"
   "$TOOLS/bin/pip" install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" "$KUBERNETES_VALIDATE" "PyYAML>=6"
+fi
+OLD_SCHEMAS="$TOOLS/${KUBERNETES_VALIDATE_OLD/==/-}/kubernetes_validate/kubernetes-json-schema"
+if [[ ! -d "$OLD_SCHEMAS/v${OLDEST_KUBE%.*}.0-local-strict" ]]; then
+  echo "render-helm: installing the schemas of $KUBERNETES_VALIDATE_OLD into $TOOLS" >&2
+  "$TOOLS/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+    --target "$TOOLS/${KUBERNETES_VALIDATE_OLD/==/-}" "$KUBERNETES_VALIDATE_OLD"
 fi
 DRIVER_PYTHON="$TOOLS/bin/python"
 
@@ -55,7 +78,7 @@ fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
 ALERT_TESTS="$ROOT/tests/helm/alerts.promtool.yaml"
-export CHART OUT HELM PROMTOOL KUBE_VERSIONS ALERT_TESTS
+export CHART OUT HELM PROMTOOL KUBE_VERSIONS OLDEST_KUBE OLD_SCHEMAS ALERT_TESTS
 
 "$DRIVER_PYTHON" - <<'PY'
 """Lint and render each value set; write every manifest and the ConfigMap's gateway.yaml to OUT."""
@@ -69,6 +92,8 @@ import yaml
 
 chart, out, helm_cli = Path(os.environ["CHART"]), Path(os.environ["OUT"]), os.environ["HELM"]
 RELEASE, NAMESPACE = "ci", "mrtr"
+# libyaml's loader and dumper when PyYAML has them: the renderings are large (the dashboard, the rules).
+LOADER, DUMPER = getattr(yaml, "CSafeLoader", yaml.SafeLoader), getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 KEYS = {"stateKeys": {"existingSecret": "ci-state-keys"}}  # the one value without a default
 ROUTE = {"name": "r", "path": "/mcp", "backend": {"url": "http://127.0.0.1:8000/mcp"}}
 REFUSED = {  # label: (values, a phrase the refusal must contain)
@@ -89,6 +114,8 @@ REFUSED = {  # label: (values, a phrase the refusal must contain)
         "terminationGracePeriodSeconds (30) must be at least",
     ),
     "httproute-without-parent": ({**KEYS, "httpRoute": {"enabled": True}}, "httpRoute.parentRefs needs"),
+    # (values, phrase, Kubernetes version): older than Chart.yaml's kubeVersion.
+    "kubernetes-1.19": (KEYS, "requires kubeVersion", "1.19.16"),
 }
 SHUTDOWN_SECONDS = 10  # gateway.server.SHUTDOWN_TIMEOUT: the longest the shutdown after a drain takes
 KINDS = {  # label: (kinds the rendering must hold, kinds it must not)
@@ -105,49 +132,181 @@ KINDS = {  # label: (kinds the rendering must hold, kinds it must not)
 }
 
 
-def lint_and_render(values_file: Path | None, values: dict | None = None) -> list[dict]:
-    """Return the rendered documents; raise RuntimeError with Helm's message on any finding."""
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
+
+
+NEWEST = max(os.environ["KUBE_VERSIONS"].split(), key=version_tuple)
+OLDEST = os.environ["OLDEST_KUBE"]
+PDB, HPA = "PodDisruptionBudget", "HorizontalPodAutoscaler"
+# What a cluster's discovery lists, as group/version/kind, for the kinds whose apiVersion the chart picks
+# (_helpers.tpl, mrtr-gateway.apiVersion): (group/version, kind, first minor served, last minor served).
+SERVED = [
+    ("policy/v1", PDB, 21, None),
+    ("policy/v1beta1", PDB, 0, 24),
+    ("autoscaling/v1", HPA, 0, None),
+    ("autoscaling/v2", HPA, 23, None),
+    ("autoscaling/v2beta1", HPA, 0, 24),
+    ("autoscaling/v2beta2", HPA, 0, 25),
+]
+MATRIX_MINORS = range(20, 27)  # 1.20 to 1.26: each change above (1.21, 1.23, 1.25, 1.26) and the minors between
+
+
+def served(version: str) -> list[str]:
+    """The --api-versions a cluster of this version would give Helm for those kinds."""
+    minor = version_tuple(version)[1]
+    return [f"{gv}/{kind}" for gv, kind, first, last in SERVED if first <= minor <= (last or minor)]
+
+
+def expected_api_versions(version: str) -> dict[str, str]:
+    """The stable version where this Kubernetes serves it, else the beta one 1.20 serves."""
+    minor = version_tuple(version)[1]
+    return {
+        PDB: "policy/v1" if minor >= 21 else "policy/v1beta1",
+        HPA: "autoscaling/v2" if minor >= 23 else "autoscaling/v2beta2",
+    }
+
+
+def kube_version_allowed(constraint: str, version: str) -> bool:
+    """Chart.yaml's kubeVersion against a Kubernetes version, as `helm template --kube-version` checks
+    it (the SDK's render does not): comparisons joined by commas or spaces, alternatives by ||."""
+    import operator
+    import re
+
+    ops = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "=": operator.eq}
+    ops["!="] = operator.ne
+    have = version_tuple(version)[:3]
+    for alternative in constraint.split("||"):
+        terms = re.findall(r"(>=|<=|!=|>|<|=)?\s*v?(\d+(?:\.\d+){0,2})(?:-[0-9A-Za-z.-]+)?", alternative)
+        if not terms or re.sub(r"(>=|<=|!=|>|<|=)?\s*v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?|[\s,]", "", alternative):
+            raise RuntimeError(f"render-helm: cannot read kubeVersion {constraint!r}; extend kube_version_allowed")
+        want = [(ops[op or "="], (*version_tuple(v), 0, 0)[:3]) for op, v in terms]
+        if all(compare(have, bound) for compare, bound in want):
+            return True
+    return False
+
+
+def lint_and_render(
+    values_file: Path | None,
+    values: dict | None = None,
+    kube_version: str = NEWEST,
+    api_versions: list[str] | None = None,
+    lint: bool = True,
+    show_only: tuple[str, ...] = (),
+) -> list[dict]:
+    """Return the rendered documents for that Kubernetes version and the API versions its cluster lists
+    (None: Helm's own list, as `helm template` without a cluster), of the templates in show_only or of
+    all; raise RuntimeError with Helm's message on any finding. The lint of the newest keeps Helm's
+    default Kubernetes version."""
+    api_versions = api_versions or []
+    lint_kube = [] if kube_version == NEWEST else ["--kube-version", kube_version]
     if helm_cli:
         args = ["--values", str(values_file)] if values_file else []
         if values is not None:
             tmp = out / "refused-values.yaml"
             tmp.write_text(yaml.safe_dump(values))
             args = ["--values", str(tmp)]
-        for cmd in (
-            [helm_cli, "lint", "--strict", str(chart), *args],
-            [helm_cli, "template", RELEASE, str(chart), "--namespace", NAMESPACE, *args],
-        ):
+        template = [helm_cli, "template", RELEASE, str(chart), "--namespace", NAMESPACE, *args]
+        template += ["--kube-version", kube_version] + [f"--api-versions={a}" for a in api_versions]
+        template += [f"--show-only=templates/{name}" for name in show_only]
+        for cmd in ([[helm_cli, "lint", "--strict", str(chart), *lint_kube, *args]] if lint else []) + [template]:
             run = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if run.returncode:
                 raise RuntimeError(run.stderr or run.stdout)
-        return [d for d in yaml.safe_load_all(run.stdout) if d]
+        return [d for d in yaml.load_all(run.stdout, Loader=LOADER) if d]
+    import json
+
     import helm_python as helm
+    from helm_python import _native
 
     helm.disable_logging()
     if values is None:
-        values = yaml.safe_load(values_file.read_text()) if values_file else {}
-    report = helm.lint(str(chart), values, strict=True, namespace=NAMESPACE)
-    problems = [m["error"] for m in report["messages"] if m["severity"] > 1] + report["errors"]
-    if problems:
-        raise RuntimeError("\n".join(problems))
+        values = yaml.load(values_file.read_text(), Loader=LOADER) if values_file else {}
+    if lint:
+        lint_version = None if kube_version == NEWEST else f"v{kube_version}"
+        report = helm.lint(str(chart), values, strict=True, namespace=NAMESPACE, kube_version=lint_version)
+        problems = [m["error"] for m in report["messages"] if m["severity"] > 1] + report["errors"]
+        if problems:
+            raise RuntimeError("\n".join(problems))
     with helm.Chart.load(str(chart)) as loaded:
+        constraint = loaded.metadata.get("kubeVersion")
+        if constraint and not kube_version_allowed(constraint, kube_version):
+            raise RuntimeError(
+                f"chart requires kubeVersion: {constraint} which is incompatible with Kubernetes v{kube_version}"
+            )
         try:
             merged = loaded.merge_values(values)
             loaded.validate_schema(merged)
-            rendered = loaded.render(merged, name=RELEASE, namespace=NAMESPACE, is_install=True)
+            # Chart.render() has no kube_version or api_versions (helm-python-sdk 0.2.2); libhelm_c's
+            # helm_render takes them, as `helm template --kube-version --api-versions` does.
+            opts = {"name": RELEASE, "namespace": NAMESPACE, "is_install": True, "kube_version": f"v{kube_version}"}
+            rendered = json.loads(
+                _native.call_string(
+                    "helm_render", loaded._raw(), json.dumps(merged), json.dumps({**opts, "api_versions": api_versions})
+                )
+            )
         except helm.HelmError as exc:
             raise RuntimeError(str(exc)) from exc
     docs = []
     for path, text in sorted(rendered.items()):
-        if path.endswith(".yaml"):
-            docs += [d for d in yaml.safe_load_all(text) if d]
+        if path.endswith(".yaml") and (not show_only or path.rpartition("/templates/")[2] in show_only):
+            docs += [d for d in yaml.load_all(text, Loader=LOADER) if d]
     return docs
 
 
-def validate(label: str, docs: list[dict]) -> list[str]:
-    """Strict Kubernetes schemas for three versions; the operator's kinds structurally; promtool."""
-    import kubernetes_validate
+_OLD_VALIDATORS: dict = {}
 
+
+def schema_problems(doc: dict, version: str) -> list[str]:
+    """The document against Kubernetes `version`'s strict schema (unknown fields refused): from the
+    pinned kubernetes-validate where it ships that version, else from kubernetes-validate 1.28.3's
+    schema files (OLD_SCHEMAS), resolved the way that release resolves them."""
+    import json
+    import re
+
+    import jsonschema
+    import kubernetes_validate
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+    minor = ".".join(version.split(".")[:2])
+    shipped = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{minor}.0-local-strict"
+    if shipped.is_dir():
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            return [f"{name}: Kubernetes {version}: {'/'.join(map(str, exc.path))}: {exc.message}"]
+        except kubernetes_validate.SchemaNotFoundError:
+            return [f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}"]
+        return []
+    folder = Path(os.environ["OLD_SCHEMAS"]) / f"v{minor}.0-local-strict"
+    if not folder.is_dir():
+        return [f"{name}: no strict schema for Kubernetes {minor} in either kubernetes-validate"]
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
+    schema_file = folder / f"{doc['kind'].lower()}-{group_version}.json"
+    if not schema_file.is_file():
+        return [f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}"]
+    if schema_file not in _OLD_VALIDATORS:
+        registry = _OLD_VALIDATORS.get(folder)
+        if registry is None:  # the schemas refer to _definitions.json beside them
+            definitions = json.loads((folder / "_definitions.json").read_text())
+            registry = Registry().with_resource(
+                (folder / "_definitions.json").as_uri(), Resource(definitions, specification=DRAFT202012)
+            )
+            _OLD_VALIDATORS[folder] = registry
+        schema = json.loads(schema_file.read_text())
+        registry = registry.with_resource(schema_file.as_uri(), Resource(schema, specification=DRAFT202012))
+        validator = jsonschema.Draft202012Validator({"$ref": schema_file.as_uri()}, registry=registry)
+        _OLD_VALIDATORS[schema_file] = validator
+    return [
+        f"{name}: Kubernetes {version}: {'/'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in _OLD_VALIDATORS[schema_file].iter_errors(doc)
+    ]
+
+
+def validate(label: str, docs: list[dict], versions: list[str]) -> list[str]:
+    """Strict Kubernetes schemas for those versions; the operator's kinds structurally; promtool."""
     problems = []
     for doc in docs:
         name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
@@ -158,14 +317,8 @@ def validate(label: str, docs: list[dict]) -> list[str]:
         if doc.get("apiVersion") == "gateway.networking.k8s.io/v1":
             problems += [f"{name}: {p}" for p in http_route_problems(doc)]
             continue
-        for version in os.environ["KUBE_VERSIONS"].split():
-            try:
-                kubernetes_validate.validate(doc, version, strict=True)
-            except kubernetes_validate.ValidationError as exc:
-                path = "/".join(map(str, exc.path))
-                problems.append(f"{name}: Kubernetes {version}: {path}: {exc.message}")
-            except kubernetes_validate.SchemaNotFoundError:
-                problems.append(f"{name}: Kubernetes {version} has no schema for {doc['apiVersion']} {doc['kind']}")
+        for version in versions:
+            problems += schema_problems(doc, version)
     problems += grace_period(docs)
     problems += exposure(docs)
     for index, rule in enumerate(d for d in docs if d.get("kind") == "PrometheusRule"):
@@ -299,30 +452,95 @@ def alert_unit_tests(groups: list[dict]) -> list[str]:
     return [f"promtool test rules:\n{run.stdout}{run.stderr}"] if run.returncode else []
 
 
+def builtin(doc: dict) -> bool:
+    """A kind of Kubernetes itself (the CRDs' kinds get their own checks in validate())."""
+    return doc.get("apiVersion") not in ("monitoring.coreos.com/v1", "gateway.networking.k8s.io/v1")
+
+
+def oldest_problems(newest: list[dict], oldest: list[dict]) -> list[str]:
+    """The rendering for the oldest Kubernetes differs from the newest's in the apiVersion of the
+    PodDisruptionBudget and the HorizontalPodAutoscaler only, each the one its version serves (so the
+    newest's checks, promtool and check-config hold for it too), and passes that version's schemas."""
+    problems = []
+    for version, docs in ((NEWEST, newest), (OLDEST, oldest)):
+        want = expected_api_versions(version)
+        problems += [
+            f"Kubernetes {version}: {d['kind']} is {d['apiVersion']}, not {want[d['kind']]}"
+            for d in docs
+            if d["kind"] in want and d["apiVersion"] != want[d["kind"]]
+        ]
+
+    def by_name(docs: list[dict]) -> dict:
+        """Each document by kind and name, without the apiVersion the Kubernetes version picks."""
+        picked = (PDB, HPA)
+        return {
+            (d["kind"], d["metadata"]["name"]): {
+                k: v for k, v in d.items() if k != "apiVersion" or d["kind"] not in picked
+            }
+            for d in docs
+        }
+
+    newest_docs, oldest_docs = by_name(newest), by_name(oldest)
+    problems += [
+        f"{kind}/{name} differs between the renderings for Kubernetes {NEWEST} and {OLDEST}"
+        for kind, name in sorted(newest_docs.keys() | oldest_docs.keys())
+        if newest_docs.get((kind, name)) != oldest_docs.get((kind, name))
+    ]
+    return problems + [p for d in oldest if builtin(d) for p in schema_problems(d, OLDEST)]
+
+
+def version_matrix() -> list[str]:
+    """The all-features rendering for every minor from 1.20 on, from a cluster's discovery and from
+    --kube-version alone: its PodDisruptionBudget and HorizontalPodAutoscaler in the version the
+    minor serves, and valid in that minor's strict schema."""
+    problems = []
+    for minor in MATRIX_MINORS:
+        version = f"1.{minor}.0"
+        for api_versions, how in ((served(version), "discovery"), ([], "--kube-version alone")):
+            try:
+                docs = lint_and_render(
+                    chart / "ci" / "all-features-values.yaml",
+                    None,
+                    version,
+                    api_versions,
+                    lint=False,
+                    show_only=("poddisruptionbudget.yaml", "hpa.yaml"),
+                )
+            except RuntimeError as exc:
+                problems.append(f"Kubernetes {version} ({how}): {exc}")
+                continue
+            got = {d["kind"]: d["apiVersion"] for d in docs if d["kind"] in (PDB, HPA)}
+            if got != expected_api_versions(version):
+                problems.append(f"Kubernetes {version} ({how}): {got}, not {expected_api_versions(version)}")
+            problems += [p for d in docs if d["kind"] in (PDB, HPA) for p in schema_problems(d, version)]
+    return problems
+
+
 failed = False
 for values_file in [None, *sorted((chart / "ci").glob("*-values.yaml"))]:
     label = values_file.stem if values_file else "defaults"
+    values = None if values_file else KEYS
     try:
-        if values_file:
-            docs = lint_and_render(values_file)
-        else:
-            docs = lint_and_render(None, KEYS)
+        docs = lint_and_render(values_file, values)
+        oldest = lint_and_render(values_file, values, OLDEST, served(OLDEST))
     except RuntimeError as exc:
         print(f"render-helm: {label}: FAILED\n{exc}", file=sys.stderr)
         failed = True
         continue
-    problems = validate(label, docs)
+    problems = validate(label, docs, os.environ["KUBE_VERSIONS"].split())
     present = {d["kind"] for d in docs}
     must, must_not = KINDS.get(label, (set(), set()))
     problems += [f"expected a {kind}" for kind in sorted(must - present)]
     problems += [f"expected no {kind}" for kind in sorted(must_not & present)]
+    problems += oldest_problems(docs, oldest)
     if problems:
         print(f"render-helm: {label}: INVALID\n  " + "\n  ".join(problems), file=sys.stderr)
         failed = True
         continue
     target = out / label
     target.mkdir()
-    (target / "manifests.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    (target / "manifests.yaml").write_text(yaml.dump_all(docs, Dumper=DUMPER, sort_keys=False))
+    (target / f"manifests-kubernetes-{OLDEST}.yaml").write_text(yaml.dump_all(oldest, Dumper=DUMPER, sort_keys=False))
     configmaps = [d for d in docs if d["kind"] == "ConfigMap" and "gateway.yaml" in d.get("data", {})]
     if len(configmaps) != 1:
         print(f"render-helm: {label}: expected one ConfigMap with gateway.yaml, got {len(configmaps)}", file=sys.stderr)
@@ -331,10 +549,26 @@ for values_file in [None, *sorted((chart / "ci").glob("*-values.yaml"))]:
     (target / "gateway.yaml").write_text(configmaps[0]["data"]["gateway.yaml"])
     kinds = ", ".join(sorted({d["kind"] for d in docs}))
     print(f"render-helm: {label}: lint, render and strict validation for {os.environ['KUBE_VERSIONS']} OK ({kinds})")
+    versions = ", ".join(sorted({d["apiVersion"] for d in oldest if d["kind"] in (PDB, HPA)}))
+    print(
+        f"render-helm: {label}: for Kubernetes {OLDEST} ({versions or f'no {PDB} or {HPA}'}): lint, render and "
+        f"strict validation for {'.'.join(OLDEST.split('.')[:2])}.0 OK"
+    )
 
-for label, (values, phrase) in REFUSED.items():
+problems = version_matrix()
+if problems:
+    print("render-helm: API versions by Kubernetes version: INVALID\n  " + "\n  ".join(problems), file=sys.stderr)
+    failed = True
+else:
+    print(
+        f"render-helm: all-features-values for Kubernetes 1.{MATRIX_MINORS[0]} to 1.{MATRIX_MINORS[-1]}, from "
+        f"discovery and from --kube-version alone: {PDB} policy/v1beta1 on 1.20, policy/v1 from 1.21; {HPA} "
+        "autoscaling/v2beta2 until 1.22, autoscaling/v2 from 1.23; each valid in its version's strict schema"
+    )
+
+for label, (values, phrase, *kube_version) in REFUSED.items():
     try:
-        lint_and_render(None, values)
+        lint_and_render(None, values, *kube_version)
     except RuntimeError as exc:
         if phrase not in str(exc):
             print(f"render-helm: {label}: refused, but not for its reason ({phrase!r}):\n{exc}", file=sys.stderr)

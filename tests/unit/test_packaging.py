@@ -526,6 +526,65 @@ def test_servicemonitor_options_are_rendered_only_when_set(values: dict[str, Any
     assert re.search(rf"\{{\{{- with \.Values\.serviceMonitor\.{option} \}}\}}\n\s+{option}:", text), option
 
 
+# --- Kubernetes versions ---------------------------------------------------------------------------
+
+RENDER_HELM = REPO_ROOT / "scripts" / "render-helm.sh"
+
+
+def test_chart_claims_the_oldest_kubernetes_render_helm_renders_for() -> None:
+    """Chart.yaml's kubeVersion is the range render-helm.sh tests: from its OLDEST_KUBE (1.20) on."""
+    assert load_yaml(CHART / "Chart.yaml")["kubeVersion"] == ">=1.20.0-0"
+    script = RENDER_HELM.read_text(encoding="utf-8")
+    assert re.search(r'^OLDEST_KUBE="1\.20\.\d+"$', script, flags=re.MULTILINE)
+    # The oldest rendering is validated against the 1.20 schema, not the pinned validator's oldest (1.25).
+    assert re.search(r'^KUBERNETES_VALIDATE_OLD="kubernetes-validate==[\d.]+"$', script, flags=re.MULTILINE)
+    assert "lint_and_render(values_file, values, OLDEST, served(OLDEST))" in script
+
+
+@pytest.mark.parametrize(
+    ("template", "kind"), [("poddisruptionbudget.yaml", "PodDisruptionBudget"), ("hpa.yaml", "HorizontalPodAutoscaler")]
+)
+def test_pdb_and_hpa_take_the_api_version_the_cluster_serves(template: str, kind: str) -> None:
+    """policy/v1 is Kubernetes 1.21+ and autoscaling/v2 1.23+: both come from one helper that asks the
+    cluster's capabilities (and the Kubernetes version, since Helm's list without a cluster names no kinds)."""
+    text = template_text(template)
+    assert f'\napiVersion: {{{{ include "mrtr-gateway.apiVersion" (dict "kind" "{kind}" "context" $) }}}}\n' in text
+    helpers = template_text("_helpers.tpl")
+    found = re.search(
+        r'\{\{- define "mrtr-gateway\.apiVersion" -\}\}\n(.*?)\n\{\{- end \}\}\n(\n|\Z)', helpers, re.DOTALL
+    )
+    assert found, "no mrtr-gateway.apiVersion helper"
+    helper = found.group(1)
+    assert '"PodDisruptionBudget" (list "policy/v1" "1.21.0-0" "policy/v1beta1")' in helper
+    assert '"HorizontalPodAutoscaler" (list "autoscaling/v2" "1.23.0-0" "autoscaling/v2beta2")' in helper
+    assert "$caps.APIVersions.Has" in helper
+    assert "$caps.KubeVersion.Version" in helper
+
+
+def test_no_template_names_a_policy_or_autoscaling_version_itself() -> None:
+    for template in sorted(TEMPLATES.rglob("*.yaml")):
+        text = template.read_text(encoding="utf-8")
+        assert not re.search(r"^apiVersion: (policy|autoscaling)/", text, flags=re.MULTILINE), template.name
+
+
+@pytest.mark.parametrize(
+    ("template", "value"),
+    [
+        ("servicemonitor.yaml", "serviceMonitor"),
+        ("prometheusrule.yaml", "prometheusRule"),
+        ("httproute.yaml", "httpRoute"),
+    ],
+)
+def test_kinds_from_crds_are_rendered_when_asked_whatever_the_capabilities(
+    values: dict[str, Any], template: str, value: str
+) -> None:
+    """Opt-in, and never dropped silently: without the CRD the install fails and names the kind
+    (`helm template` without a cluster, whose API list has no CRD, renders them all the same)."""
+    assert values[value]["enabled"] is False
+    assert gated_by(template_text(template)) == f"{{{{- if .Values.{value}.enabled }}}}"
+    assert "Capabilities" not in template_text(template)
+
+
 # --- dashboard and alerts -------------------------------------------------------------------------
 
 DASHBOARD = CHART / "dashboards" / "mrtr-gateway.json"

@@ -79,6 +79,40 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 /var/run/secrets/mrtr-gateway/state-keys
 {{- end }}
 
+{{/*
+The apiVersion of a built-in kind whose stable version is newer than the oldest Kubernetes the chart
+supports (Chart.yaml kubeVersion, 1.20): the stable one wherever the cluster serves it, else the beta
+one Kubernetes 1.20 serves.
+  PodDisruptionBudget       policy/v1 (Kubernetes 1.21+)        else policy/v1beta1 (removed in 1.25)
+  HorizontalPodAutoscaler   autoscaling/v2 (Kubernetes 1.23+)   else autoscaling/v2beta2 (removed in 1.26)
+The chart uses only the fields both versions share. .Capabilities.APIVersions decides when it names
+the kind (a cluster's discovery on install, upgrade or --dry-run=server; or `helm template
+--api-versions policy/v1/PodDisruptionBudget`). Without a cluster Helm's own list names group/versions
+only, policy/v1 and autoscaling/v2 whatever --kube-version says, so the Kubernetes version decides.
+Call as: include "mrtr-gateway.apiVersion" (dict "kind" "PodDisruptionBudget" "context" $)
+*/}}
+{{- define "mrtr-gateway.apiVersion" -}}
+{{- $versions := dict }}
+{{- $_ := set $versions "PodDisruptionBudget" (list "policy/v1" "1.21.0-0" "policy/v1beta1") }}
+{{- $_ = set $versions "HorizontalPodAutoscaler" (list "autoscaling/v2" "1.23.0-0" "autoscaling/v2beta2") }}
+{{- if not (hasKey $versions .kind) }}
+{{- fail (printf "mrtr-gateway.apiVersion: no API versions known for kind %s" .kind) }}
+{{- end }}
+{{- $stable := index (get $versions .kind) 0 }}
+{{- $since := index (get $versions .kind) 1 }}
+{{- $beta := index (get $versions .kind) 2 }}
+{{- $caps := .context.Capabilities }}
+{{- if $caps.APIVersions.Has (printf "%s/%s" $stable .kind) }}
+{{- $stable }}
+{{- else if $caps.APIVersions.Has (printf "%s/%s" $beta .kind) }}
+{{- $beta }}
+{{- else if semverCompare (printf ">=%s" $since) $caps.KubeVersion.Version }}
+{{- $stable }}
+{{- else }}
+{{- $beta }}
+{{- end }}
+{{- end }}
+
 {{/* How many gateway pods run at least: the HPA's floor when autoscaling, else replicaCount. */}}
 {{- define "mrtr-gateway.minReplicas" -}}
 {{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
