@@ -13,6 +13,11 @@ RSS per retained and per running task, ``tasks/get`` on the owner and through a 
 ``--gateway-src DIR`` measures the gateway package found in DIR instead (e.g. a checkout of an
 older commit), for before/after figures on one machine. The JSON report is the input of
 :mod:`bench.report` (chart and README section).
+
+``--only chaos`` (never part of the default run) runs :mod:`bench.chaos` instead: three replicas
+of their own, 100 clients for 40 s (``--quick``: 30 clients, 20 s), one replica killed and
+another drained under the load; it writes ``bench/results/issue26-chaos-<n>.json`` (or ``--json``
+when chaos is the only section) and exits 1 when a flow was lost that should not be.
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ def _codec(iterations: int, env: dict[str, str]) -> dict[str, Any]:
 
 
 SECTIONS = ("stdio_burst", "passthrough", "two_round", "burst", "large", "load", "codec", "holds", "tasks")
+OPT_IN = ("chaos",)
+"""Sections only ``--only`` runs: ``chaos`` kills and restarts replicas of its own (bench/chaos.py)."""
 
 
 async def run(
@@ -203,19 +210,33 @@ async def run(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer samples and holds (about two minutes)")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench/results/latest.json")
+    parser.add_argument("--json", type=Path, default=None, help="default: bench/results/latest.json")
     parser.add_argument("--chart", type=Path, default=None, help="PNG path (default: the JSON path with .png)")
     parser.add_argument("--gateway-src", type=Path, default=None, help="measure the gateway package in this dir")
     parser.add_argument("--label", default="", help="a name for this run, kept in the report")
     parser.add_argument(
         "--only",
         default=",".join(SECTIONS),
-        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); a partial run draws no chart",
+        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}; also {','.join(OPT_IN)}, "
+        "never run by default); a partial run draws no chart",
     )
     args = parser.parse_args()
     only = frozenset(args.only.split(","))
-    if not only <= set(SECTIONS):
-        parser.error(f"unknown section(s): {', '.join(sorted(only - set(SECTIONS)))}")
+    if not only <= set(SECTIONS) | set(OPT_IN):
+        parser.error(f"unknown section(s): {', '.join(sorted(only - set(SECTIONS) - set(OPT_IN)))}")
+    failed = 0
+    if "chaos" in only:
+        from bench import chaos
+
+        clients, seconds = (30, 20.0) if args.quick else (100, 40.0)
+        out = args.json if only == {"chaos"} else None
+        failed = (
+            1 if chaos.bench(clients, seconds, out, label=args.label, gateway_src=args.gateway_src)["verdict"] else 0
+        )
+        only -= {"chaos"}
+        if not only:
+            return failed
+    args.json = args.json or ROOT / "bench/results/latest.json"
     profile = PROFILES["quick" if args.quick else "full"]
     report = asyncio.run(run(profile, args.gateway_src, only))
     report["profile"] = "quick" if args.quick else "full"
@@ -224,7 +245,7 @@ def main() -> int:
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"report: {args.json} ({report['seconds']} s)")
     if only != set(SECTIONS):
-        return 0
+        return failed
     from bench import report as charts
 
     charts.chart(report, args.chart or args.json.with_suffix(".png"))
