@@ -174,3 +174,25 @@ async def test_the_resend_memory_is_bounded_in_count_bytes_and_time(
         time.sleep(1.1)  # deliberate: past the route's holds.ttl, the lifetime of an entry
         expired = await client.retry("ask_city", newest[0], newest[1])
         assert expired.error["code"] == INVALID_PARAMS, "expired with its state"
+
+
+async def test_kept_answers_stay_within_their_bytes_the_oldest_dropped_first(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    _, url = fake_backend
+    limits = {"resend_memory_bytes": 400}  # room for about two small final results
+    async with running_gateway([route("demo", "/mcp", url)], limits=limits) as gw:
+        client = BareClient(http, gw.url())
+        memory = gw.app[keys.DOOR].core._resends
+        finished = []
+        for city in ("A", "B", "C", "D"):
+            first = (await client.call_tool("ask_city")).result
+            (key,) = first["inputRequests"]
+            answers = {key: accept(city=city)}
+            assert (await client.retry("ask_city", first["requestState"], answers)).text == f"city={city}"
+            finished.append((first["requestState"], answers))
+            assert 0 < memory.bytes <= 400
+        newest = await client.retry("ask_city", *finished[-1])
+        oldest = await client.retry("ask_city", *finished[0])
+    assert newest.text == "city=D"
+    assert oldest.error["code"] == INVALID_PARAMS, "dropped to stay within the bytes: its state is spent"
