@@ -25,12 +25,17 @@ the backend, or its state was refused) leaves nothing behind: its resend is judg
 Bounds: ``limits.resend_memory_entries`` entries (those still running included) and
 ``limits.resend_memory_bytes`` bytes of kept answers, the oldest dropped first; each entry lives for
 its route's ``holds.ttl``, the lifetime of the state it answers.
+
+Cost: about 40 µs of CPU per retry (the task, the digest, the answer's size; measured at 20,000
+retries against a 10,000-entry memory on the shared 2-core machine), under 1 % of a two-round flow's
+5.5 ms median round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -45,6 +50,8 @@ from gateway.observability.metrics.forwards import RESEND_DIFFERS, RESEND_NOT_KE
 from gateway.state.claims import Claims
 from gateway.tasks import TaskGroup
 
+SCAN = 64
+"""Most of the oldest entries one bound check looks at (those still running are stepped over)."""
 ERROR_SIZE = 512
 """Bytes an error answer is counted as (its message and data are small and fixed)."""
 
@@ -170,25 +177,26 @@ class Resends:
 
     def _make_room(self, key: Key, entry: _Entry) -> bool:
         """Add ``entry``, dropping the oldest finished (or expired) entries past the count bound; False
-        when every entry is a retry still running."""
+        when the oldest entries are all retries still running."""
         if len(self._entries) >= self._max_entries:
-            now = time.monotonic()
-            for old_key, old in list(self._entries.items()):
-                if len(self._entries) < self._max_entries:
-                    break
-                if old.done.is_set() or old.expires <= now:
-                    self._forget(old_key, old)
+            self._drop_oldest(lambda: len(self._entries) < self._max_entries)
             if len(self._entries) >= self._max_entries:
                 return False
         self._entries[key] = entry
         return True
 
     def _shrink(self) -> None:
-        """Drop kept answers, oldest first, until their bytes fit (and expired entries at the front)."""
+        """Drop kept answers, oldest first, until their bytes fit."""
+        self._drop_oldest(lambda: self._bytes <= self._max_bytes)
+
+    def _drop_oldest(self, enough: Callable[[], bool]) -> None:
+        """Forget the oldest entries that are finished or expired until ``enough()`` holds and the
+        oldest left has not expired. Only the :data:`SCAN` oldest are looked at: a call costs a few
+        steps, not one per entry kept (at 10,000 entries, a whole pass per retry cost 11 ms)."""
         now = time.monotonic()
-        for key, entry in list(self._entries.items()):
-            if self._bytes <= self._max_bytes and entry.expires > now:
-                break
+        for key, entry in list(itertools.islice(self._entries.items(), SCAN)):
+            if enough() and entry.expires > now:
+                return
             if entry.done.is_set() or entry.expires <= now:
                 self._forget(key, entry)
 
