@@ -109,13 +109,6 @@ DIFFERENCES: dict[str, Difference] = {
         spec="basic/patterns/mrtr.mdx §Error Handling: if additional, unexpected parameters are provided in "
         "InputResponses, the server SHOULD ignore what it does not recognize. The reference refuses the retry.",
     ),
-    "requestState replayed after the call completed": Difference(
-        reference={"status": 200, "resultType": "complete"},
-        gateway={"status": 400, "error": jsonrpc.INVALID_PARAMS},
-        spec="basic/patterns/mrtr.mdx §Server Requirements 5 (Warning): a server whose state must be consumed at "
-        "most once MUST enforce it server-side. The gateway's state names a held backend exchange that is "
-        "answered once; the reference's state is self-contained, so it re-runs the tool. Both are allowed.",
-    ),
     "method is not a string": Difference(
         reference={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": None},
         gateway={"status": 400, "error": jsonrpc.INVALID_REQUEST, "id": "echoed"},

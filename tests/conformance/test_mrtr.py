@@ -90,7 +90,7 @@ async def test_request_state_of_another_route_is_refused(pair: Pair) -> None:
     assert (answer.status, answer.error["code"]) == (400, jsonrpc.INVALID_PARAMS)
 
 
-async def test_request_state_is_used_once(pair: Pair) -> None:
+async def test_request_state_sent_again_gets_the_same_answer(pair: Pair) -> None:
     async def build(target: Target) -> Exchange:
         first = await first_round(target, "ask_city")
         retry_exchange = call(
@@ -106,4 +106,7 @@ async def test_request_state_is_used_once(pair: Pair) -> None:
         message["id"] = 102
         return retry_exchange.with_body(json.dumps(message).encode())
 
-    await pair.check("requestState replayed after the call completed", build, INVALID_PARAMS)
+    # The reference re-runs the tool (its state is self-contained); the gateway answers the resend with
+    # the first answer, without touching the backend again (issue 26; single use stays enforced:
+    # e2e/test_replay_safety.py::test_a_finished_call_on_a_live_owner_is_never_replayed).
+    await pair.check("requestState sent again after the call completed", build, COMPLETE)

@@ -251,8 +251,10 @@ async def test_bad_states_are_refused_and_the_hold_survives(
         )
     second = (await alice.retry("ask_two", state, answer)).result
     assert second["resultType"] == "input_required"
-    reused = await alice.retry("ask_two", state, answer)
-    assert reused.error["code"] == INVALID_PARAMS
+    resent = await alice.retry("ask_two", state, answer)
+    assert resent.result == second, "a resend gets the first answer (issue 26)"
+    reused = await alice.retry("ask_two", state, {key: accept(name="Eve")})
+    assert reused.error["code"] == INVALID_PARAMS, "the same state with other answers is refused"
     (key2,) = second["inputRequests"]
     done = await alice.retry("ask_two", second["requestState"], {key2: accept(color="red")})
     assert done.text == "name=Ann;color=red"
