@@ -76,6 +76,21 @@ async def dying_owner() -> AsyncIterator[tuple[int, asyncio.Event]]:
         server.close()
 
 
+async def held_for(
+    http: aiohttp.ClientSession, routes: list[dict[str, Any]], owner_port: int
+) -> tuple[dict[str, Any], str]:
+    """An ``ask_city`` round held by an owner that advertised ``owner_port`` and is gone now: the
+    first answer and its one input key."""
+    owner_config: dict[str, Any] = {
+        "replica_id": "owner",
+        "replicas": {"advertise_url": f"http://127.0.0.1:{owner_port}"},
+    }
+    async with running_gateway(routes, **owner_config) as owner:
+        first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
+    (key,) = first["inputRequests"]
+    return first, key
+
+
 def _forwards(gw: Any, outcome: str) -> float:
     for sample in gw.app[keys.METRICS].forwards.collect()[0].samples:
         if sample.name.endswith("_total") and sample.labels == {"route": "demo", "outcome": outcome}:
@@ -119,13 +134,7 @@ async def test_a_retry_whose_owner_died_mid_hop_is_replayed_on_a_replay_route(
 ) -> None:
     _, url = fake_backend
     async with dying_owner() as (port, died):
-        owner_config: dict[str, Any] = {
-            "replica_id": "owner",
-            "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
-        }
-        async with running_gateway([route("demo", "/mcp", url, **REPLAY)], **owner_config) as owner:
-            first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
-        (key,) = first["inputRequests"]
+        first, key = await held_for(http, [route("demo", "/mcp", url, **REPLAY)], port)
         async with running_gateway([route("demo", "/mcp", url, **REPLAY)], replica_id="other") as other:
             done = await BareClient(http, other.url()).retry(
                 "ask_city", first["requestState"], {key: accept(city="Lima")}
@@ -140,13 +149,7 @@ async def test_a_retry_whose_owner_died_mid_hop_is_lost_on_an_error_route(
 ) -> None:
     _, url = fake_backend
     async with dying_owner() as (port, died):
-        owner_config: dict[str, Any] = {
-            "replica_id": "owner",
-            "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
-        }
-        async with running_gateway([route("demo", "/mcp", url)], **owner_config) as owner:
-            first = (await BareClient(http, owner.url()).call_tool("ask_city")).result
-        (key,) = first["inputRequests"]
+        first, key = await held_for(http, [route("demo", "/mcp", url)], port)
         async with running_gateway([route("demo", "/mcp", url)], replica_id="other") as other:
             lost = await BareClient(http, other.url()).retry(
                 "ask_city", first["requestState"], {key: accept(city="Lima")}
