@@ -538,7 +538,7 @@ def test_chart_claims_the_oldest_kubernetes_render_helm_renders_for() -> None:
     assert re.search(r'^OLDEST_KUBE="1\.20\.\d+"$', script, flags=re.MULTILINE)
     # The oldest rendering is validated against the 1.20 schema, not the pinned validator's oldest (1.25).
     assert re.search(r'^KUBERNETES_VALIDATE_OLD="kubernetes-validate==[\d.]+"$', script, flags=re.MULTILINE)
-    assert "lint_and_render(values_file, values, OLDEST, served(OLDEST))" in script
+    assert "lint_and_render(values_file, values, OLDEST, served(OLDEST) + CRD_KINDS)" in script
 
 
 @pytest.mark.parametrize(
@@ -567,22 +567,47 @@ def test_no_template_names_a_policy_or_autoscaling_version_itself() -> None:
         assert not re.search(r"^apiVersion: (policy|autoscaling)/", text, flags=re.MULTILINE), template.name
 
 
-@pytest.mark.parametrize(
-    ("template", "value"),
-    [
-        ("servicemonitor.yaml", "serviceMonitor"),
-        ("prometheusrule.yaml", "prometheusRule"),
-        ("httproute.yaml", "httpRoute"),
-    ],
-)
-def test_kinds_from_crds_are_rendered_when_asked_whatever_the_capabilities(
-    values: dict[str, Any], template: str, value: str
-) -> None:
-    """Opt-in, and never dropped silently: without the CRD the install fails and names the kind
-    (`helm template` without a cluster, whose API list has no CRD, renders them all the same)."""
+# template: (value, group/version, kind) of the kinds that come from CRDs.
+CRD_KINDS = {
+    "servicemonitor.yaml": ("serviceMonitor", "monitoring.coreos.com/v1", "ServiceMonitor"),
+    "prometheusrule.yaml": ("prometheusRule", "monitoring.coreos.com/v1", "PrometheusRule"),
+    "httproute.yaml": ("httpRoute", "gateway.networking.k8s.io/v1", "HTTPRoute"),
+}
+
+
+@pytest.mark.parametrize("template", sorted(CRD_KINDS))
+def test_kinds_from_crds_are_created_only_where_the_cluster_serves_them(values: dict[str, Any], template: str) -> None:
+    """Opt-in, and created only where the cluster serves the kind (one helper, mrtr-gateway.served,
+    asks .Capabilities for group/version/Kind): an install on a cluster without the CRD succeeds
+    without the object instead of failing with "no matches for kind", and NOTES.txt says so and how
+    to get it. `helm template` needs --api-versions for them; render-helm.sh renders both cases."""
+    value, group_version, kind = CRD_KINDS[template]
     assert values[value]["enabled"] is False
-    assert gated_by(template_text(template)) == f"{{{{- if .Values.{value}.enabled }}}}"
-    assert "Capabilities" not in template_text(template)
+    text = template_text(template)
+    assert f"\napiVersion: {group_version}\nkind: {kind}\n" in text
+    served = f'include "mrtr-gateway.served" (dict "api" "{group_version}/{kind}" "context" $)'
+    if value == "httpRoute":
+        # Its values are checked whenever it is enabled: a misconfiguration is refused, CRD or not.
+        assert gated_by(text) == "{{- if .Values.httpRoute.enabled }}"
+        assert text.index("{{- fail") < text.index(f"{{{{- if {served} }}}}") < text.index("\napiVersion:")
+    else:
+        assert gated_by(text) == f"{{{{- if and .Values.{value}.enabled ({served}) }}}}"
+    assert "Capabilities" not in text
+    notes = template_text("NOTES.txt")
+    assert f'and .Values.{value}.enabled (include "mrtr-gateway.served" (dict "api" "{group_version}/{kind}"' in notes
+    assert re.search(
+        rf"^{kind}: +not created, this cluster does not serve {re.escape(group_version)} {kind}$", notes, re.MULTILINE
+    )
+    assert f"--api-versions {group_version}/{kind})" in notes
+    script = RENDER_HELM.read_text(encoding="utf-8")
+    assert f'    "{group_version}/{kind}",\n' in script.split("CRD_KINDS = [", 1)[1].split("]", 1)[0]
+
+
+def test_served_helper_asks_the_capabilities_for_the_kind() -> None:
+    helpers = template_text("_helpers.tpl")
+    found = re.search(r'\{\{- define "mrtr-gateway\.served" -\}\}\n(.*?)\n\{\{- end \}\}\n(\n|\Z)', helpers, re.DOTALL)
+    assert found, "no mrtr-gateway.served helper"
+    assert "{{- if .context.Capabilities.APIVersions.Has .api }}true{{ end }}" in found.group(1)
 
 
 # --- dashboard and alerts -------------------------------------------------------------------------

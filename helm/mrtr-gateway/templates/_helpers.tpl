@@ -113,6 +113,25 @@ Call as: include "mrtr-gateway.apiVersion" (dict "kind" "PodDisruptionBudget" "c
 {{- end }}
 {{- end }}
 
+{{/*
+"true" when the cluster serves a kind that comes from a CRD, given as group/version/Kind; "" when it
+does not. The ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1, the Prometheus Operator's
+CRDs) and the HTTPRoute (gateway.networking.k8s.io/v1, the Gateway API's) are created only where the
+cluster serves them, so that installing with them enabled on a cluster without those CRDs succeeds
+(NOTES.txt says what was left out) instead of failing with "no matches for kind". Install, upgrade
+and --dry-run=server see the cluster's discovery, which names every kind it serves; `helm template`
+and `helm lint` know Kubernetes' built-in API versions only, so name the kinds there: `helm template
+--api-versions monitoring.coreos.com/v1/ServiceMonitor --api-versions ...`. The group/version alone
+(monitoring.coreos.com/v1) does not do: each CRD is installed on its own.
+Call as: include "mrtr-gateway.served" (dict "api" "monitoring.coreos.com/v1/ServiceMonitor" "context" $)
+*/}}
+{{- define "mrtr-gateway.served" -}}
+{{- if ne (len (splitList "/" .api)) 3 }}
+{{- fail (printf "mrtr-gateway.served: %q is not group/version/Kind" .api) }}
+{{- end }}
+{{- if .context.Capabilities.APIVersions.Has .api }}true{{ end }}
+{{- end }}
+
 {{/* How many gateway pods run at least: the HPA's floor when autoscaling, else replicaCount. */}}
 {{- define "mrtr-gateway.minReplicas" -}}
 {{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
