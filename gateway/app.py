@@ -15,7 +15,7 @@ Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registrati
    the background group), then
    expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
    legacy tools finish instead of hanging (the expiries are awaited);
-5. close every backend session with ``DELETE`` (the session reaper stops first);
+5. close every backend session with ``DELETE`` (the session reaper and the stdio memory guard stop first);
 6. cancel and await what is still running in the background (cancellations of abandoned calls,
    closes of dead sessions);
 7. close the outgoing HTTP client.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -51,6 +52,7 @@ from gateway.frontdoor.origin import OriginPolicy
 from gateway.holds.registry import HoldRegistry
 from gateway.key_reload import KeyFileWatcher
 from gateway.keyset import KeySet
+from gateway.legacy.memory import CHECK_EVERY, KILL_REASONS, Reading, StdioMemoryGuard, cgroup_root
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
@@ -277,13 +279,18 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     def session_initialized(route: str) -> None:
         metrics.backend_initializations.labels(route).inc()
 
-    # One budget for every stdio process start of every route (limits.max_process_starts).
-    starts = StartBudget(settings.config.limits.max_process_starts)
+    # One budget for every stdio process start of every route (limits.max_process_starts), and the
+    # memory guard every start asks first and that watches the processes (gateway.legacy.memory).
+    guard = _memory_guard(settings, metrics)
+    starts = StartBudget(settings.config.limits.max_process_starts, watch=guard.route)
     for index, route in enumerate(settings.routes):
         credentials = RouteCredentials(route, index, http)
         # Every counter of the route at 0 from the start, so the first burst is a visible increase.
         metrics.route_built(
-            route.name, backend_causes=BACKEND_CAUSES, auth_reasons=door.auth.by_path[route.path].refusal_reasons
+            route.name,
+            backend_causes=BACKEND_CAUSES,
+            auth_reasons=door.auth.by_path[route.path].refusal_reasons,
+            memory_kill_reasons=KILL_REASONS if route.backend.transport == "stdio" else (),
         )
         metrics.backend_token_passthrough.labels(route.name).set(1 if credentials.mode == "passthrough" else 0)
         pool = SessionPool(
@@ -304,10 +311,37 @@ async def _routes(app: web.Application) -> AsyncIterator[None]:
     )
     metrics.registry.register(RouteHealthCollector(lambda: {r.config.name: r.pool.health for r in runtimes}))
     app[keys.READY]["routes"] = True  # /readyz also waits for each stdio route's first process
-    async with _periodic("session-reaper", REAP_INTERVAL, lambda: [r.pool.reap() for r in routes.values()]):
+    stdio = any(route.backend.transport == "stdio" for route in settings.routes)
+    async with (
+        _periodic("session-reaper", REAP_INTERVAL, lambda: [r.pool.reap() for r in routes.values()]),
+        _periodic("stdio-memory-guard", CHECK_EVERY, guard.check) if stdio else contextlib.nullcontext(),
+    ):
         yield
         app[keys.READY]["routes"] = False
     await asyncio.gather(*(r.pool.close() for r in routes.values()))
+
+
+def _memory_guard(settings: Settings, metrics: Metrics) -> StdioMemoryGuard:
+    """The stdio memory guard, reporting to the metrics; the cgroup is read from the container's own
+    (or ``MRTR_GATEWAY_CGROUP_ROOT``)."""
+    limits = settings.config.limits
+
+    def killed(route: str, reason: str) -> None:
+        metrics.stdio_memory_kills.labels(route, reason).inc()
+
+    def read(reading: Reading) -> None:
+        metrics.container_memory.labels("working_set").set(reading.working_set)
+        if reading.limit is not None:
+            metrics.container_memory.labels("limit").set(reading.limit)
+
+    return StdioMemoryGuard(
+        high=limits.stdio_memory_high,
+        kill=limits.stdio_memory_kill,
+        retry_after=limits.retry_after,
+        root=cgroup_root(os.environ),
+        on_kill=killed,
+        on_reading=read,
+    )
 
 
 async def _holds(app: web.Application) -> AsyncIterator[None]:

@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 
 
-def logged(monkeypatch: pytest.MonkeyPatch, logger: Any, event: str, field: str) -> list[Any]:
-    """The ``field`` of every ``event`` line ``logger`` logs at info from now on (each is still logged)."""
+def logged(monkeypatch: pytest.MonkeyPatch, logger: Any, event: str, field: str, *, level: str = "info") -> list[Any]:
+    """The ``field`` of every ``event`` line ``logger`` logs at ``level`` from now on (each is still logged)."""
     values: list[Any] = []
-    info = logger.info
+    write = getattr(logger, level)
 
     def record(name: str, **fields: Any) -> Any:
         if name == event:
             values.append(fields[field])
-        return info(name, **fields)
+        return write(name, **fields)
 
-    monkeypatch.setattr(logger, "info", record)
+    monkeypatch.setattr(logger, level, record)
     return values

@@ -97,9 +97,19 @@ class BackendConfig(Strict):
         description="stdio only: the Linux OOM score adjustment of the server process (its children inherit "
         "it), set as it starts. The default, 1000, makes the servers the kernel's first choice when memory runs "
         "out, not the gateway that holds every route's calls: a killed server fails the calls on it "
-        "(backend_unavailable, stream_closed) and the next call starts a new one. Raising it needs no "
+        "(backend_unavailable, stream_closed) and the next call starts a new one. The kernel's fallback only: in a "
+        "Burstable pod the kubelet gives the gateway nearly 1000 too, so the gateway's memory guard "
+        "(limits.stdio_memory_high, stdio_memory_kill, max_memory) acts first. Raising it needs no "
         "privilege; a value below the gateway's own is refused by the kernel (logged once, the server still "
         "starts).",
+    )
+    max_memory: int | None = Field(
+        None,
+        ge=1024 * 1024,
+        description="stdio only: most bytes of resident memory (RSS) one server process and the processes it "
+        "started may use together, read every 0.5 s from /proc; a server over it is killed (SIGKILL to its process "
+        "group; the calls on it fail with backend_unavailable, stream_closed) and the route's next call starts a "
+        "new one. Default: null (no bound of the route's own; limits.stdio_memory_kill still applies).",
     )
     timeout: PositiveSeconds = Field(
         30, description="Seconds the backend may stay silent during one call before it counts as unavailable."
@@ -187,9 +197,11 @@ class BackendConfig(Strict):
             raise ValueError("the first item (the program to run) must not be empty")
         return command
 
-    @field_validator("env", "cwd")
+    @field_validator("env", "cwd", "max_memory")
     @classmethod
-    def _stdio_only(cls, value: dict[str, str] | str | None, info: ValidationInfo) -> dict[str, str] | str | None:
+    def _stdio_only(
+        cls, value: dict[str, str] | str | int | None, info: ValidationInfo
+    ) -> dict[str, str] | str | int | None:
         transport = info.data.get("transport")
         if value and transport is not None and transport != "stdio":
             raise ValueError("only allowed when transport is stdio")

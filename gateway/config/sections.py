@@ -202,6 +202,26 @@ class LimitsConfig(Strict):
             "use (its affinity mask, as a container's cpuset sets it)."
         ),
     )
+    stdio_memory_high: float = Field(
+        0.85,
+        gt=0,
+        le=1,
+        description="Fraction of the container's memory limit (its cgroup's, as the kubelet reads it: usage minus "
+        "inactive file cache) at or above which no new stdio server process is started: a call that needs one gets "
+        "HTTP 503 with Retry-After (data.reason 'overloaded', data.cause 'memory_high') and spares wait; calls on "
+        "running processes go on. Checked at every start and every 0.5 s. No effect without a container memory "
+        "limit.",
+    )
+    stdio_memory_kill: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="Fraction of the container's memory limit at or above which the gateway kills (SIGKILL to its "
+        "process group) the stdio server whose process tree has the most resident memory, one every 0.5 s while it "
+        "stays there, so that the kernel's OOM killer does not pick the gateway; the calls on it fail with "
+        "backend_unavailable (stream_closed). At least stdio_memory_high. No effect without a container memory "
+        "limit.",
+    )
     max_tasks: int = Field(
         10_000,
         ge=1,
@@ -247,6 +267,12 @@ class LimitsConfig(Strict):
         "once. Entries leave when no token of their call can still be valid; when every entry is still live, "
         "further replays get HTTP 503 rather than risk running a call twice.",
     )
+
+    @model_validator(mode="after")
+    def _kill_at_or_above_high(self) -> LimitsConfig:
+        if self.stdio_memory_kill < self.stdio_memory_high:
+            raise ValueError("stdio_memory_kill must be at least stdio_memory_high")
+        return self
 
 
 class LoggingConfig(Strict):

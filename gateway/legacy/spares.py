@@ -18,7 +18,8 @@ see :mod:`gateway.legacy.stdio`); one that fails (cannot be started, or exits fi
 exits while waiting marks the route ``backend_failing`` in its :class:`~gateway.legacy.starts.RouteHealth`,
 and the next spare waits :func:`~gateway.legacy.starts.respawn_delay` (1 s doubling to 5 min,
 jittered) instead of being retried at every reap; calls still start their own process and report
-the failure.
+the failure. A start the memory guard refuses (:mod:`gateway.legacy.memory`, ``memory_high``) is no
+failure of the server: the next is tried 1 s later.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from collections.abc import Callable
 
 import structlog
 
-from gateway.errors import BackendUnavailable
-from gateway.legacy.starts import RouteHealth, respawn_delay
+from gateway.errors import BackendUnavailable, Overloaded
+from gateway.legacy.starts import RESPAWN_FIRST, RouteHealth, respawn_delay
 from gateway.legacy.stdio import StdioSession
 from gateway.tasks import TaskGroup, finish_then_close
 
@@ -115,6 +116,9 @@ class StdioSpares:
         spare = self._factory()
         try:
             await spare.spawn()
+        except Overloaded:  # the memory guard refused it (memory_high): not the server's failure
+            self._next_try = time.monotonic() + RESPAWN_FIRST
+            return
         except BackendUnavailable as exc:
             self._failed(exc.reason, exc.detail)
             return

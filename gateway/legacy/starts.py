@@ -10,7 +10,9 @@ after ``/readyz`` said ready. So:
   server has loaded: a cold call's until its ``initialize`` is answered; a spare's, to which
   nothing is written before the call that takes it sends ``initialize``, until its process tree
   has stopped using the CPU (:func:`tree_cpu_ticks`, :data:`QUIET_FOR`). Spare starts and calls'
-  own starts wait in one line, in arrival order.
+  own starts wait in one line, in arrival order. Each route's starts also ask its
+  :class:`ProcessWatch` (the memory guard, :mod:`gateway.legacy.memory`) right before ``exec``, and
+  tell it the process they started.
 * :class:`RouteHealth` - whether a stdio route can serve a call now: ``starting`` until its first
   process answered (or, with ``prewarm: 0``, ``ok`` at once), ``ok`` after a start succeeded,
   ``backend_failing`` after one failed (with the error's reason, never its detail: that may quote
@@ -26,7 +28,9 @@ import contextlib
 import os
 import random
 from collections.abc import AsyncIterator, Callable
-from typing import Literal
+from typing import Literal, Protocol
+
+from gateway.config.model import RouteConfig
 
 RouteState = Literal["ok", "starting", "backend_failing"]
 
@@ -41,12 +45,16 @@ PROC_READABLE = os.path.isdir("/proc/self/task")
 """Whether this system has Linux's ``/proc`` (with each task's children) to read a process tree's CPU from."""
 
 
-def tree_cpu_ticks(pid: int) -> int | None:
-    """CPU clock ticks (user + system) used by ``pid`` and its living descendants so far, from
-    ``/proc`` (Linux; ``npx`` starts ``node`` as its child, so the tree, not the process, loads the
-    server). None where ``/proc`` cannot tell (another system), or the process is gone (exited: a
-    zombie not yet reaped counts as gone)."""
-    total, seen, todo = 0, set(), [pid]
+def tree_stats(pid: int) -> list[list[bytes]] | None:
+    """The ``/proc/<pid>/stat`` fields after the command name (the state first) of ``pid`` and of
+    each of its living descendants (``npx`` starts ``node`` as its child: the tree, not the process,
+    is the server), ``pid``'s first; read from ``/proc`` (Linux). The descendants are found through
+    each process's main thread (``task/<pid>/children``): a child forked by another thread is not
+    seen. None where ``/proc`` cannot tell (another system), or the process is gone (exited: a zombie
+    not yet reaped counts as gone). The one walk behind :func:`tree_cpu_ticks` and the memory guard's
+    :func:`~gateway.legacy.memory.tree_rss`."""
+    stats: list[list[bytes]] = []
+    seen, todo = set(), [pid]
     while todo:
         current = todo.pop()
         if current in seen:
@@ -63,8 +71,15 @@ def tree_cpu_ticks(pid: int) -> int | None:
             continue  # a descendant that ended meanwhile
         if current == pid and fields[0] == b"Z":
             return None
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total
+        stats.append(fields)
+    return stats
+
+
+def tree_cpu_ticks(pid: int) -> int | None:
+    """CPU clock ticks (user + system) used by ``pid`` and its living descendants so far
+    (:func:`tree_stats`); None where ``/proc`` cannot tell, or the process is gone."""
+    stats = tree_stats(pid)
+    return None if stats is None else sum(int(f[11]) + int(f[12]) for f in stats)  # utime, stime (fields 14, 15)
 
 
 def default_max_starts() -> int:
@@ -84,13 +99,30 @@ def respawn_delay(failures: int, rng: Callable[[], float] = random.random) -> fl
     return float(window * (0.5 + 0.5 * rng()))
 
 
-class StartBudget:
-    """At most ``limit`` stdio processes being started at once, gateway-wide."""
+class ProcessWatch(Protocol):
+    """What a stdio session of one route tells whoever watches its process (the memory guard,
+    :class:`~gateway.legacy.memory.RouteWatch`)."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def admit(self) -> None:
+        """Right before ``exec``: raise (:class:`~gateway.errors.Overloaded`) if no process may start now."""
+
+    def started(self, process: asyncio.subprocess.Process) -> None:
+        """The process was started (its own process group): watch it until it has been reaped."""
+
+
+class StartBudget:
+    """At most ``limit`` stdio processes being started at once, gateway-wide; ``watch``, when given,
+    makes each route's :class:`ProcessWatch` (every start asks it first, and tells it the process)."""
+
+    def __init__(self, limit: int | None = None, *, watch: Callable[[RouteConfig], ProcessWatch] | None = None) -> None:
         self.limit = limit or default_max_starts()
         self._slots = asyncio.Semaphore(self.limit)
         self.in_progress = 0
+        self._watch = watch
+
+    def watch(self, route: RouteConfig) -> ProcessWatch | None:
+        """The watch of ``route``'s processes, if the gateway watches them."""
+        return None if self._watch is None else self._watch(route)
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:

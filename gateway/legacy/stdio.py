@@ -63,7 +63,7 @@ from gateway.legacy.demux import DemuxedSession
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.orphans import GUARD
 from gateway.legacy.session import JsonObj
-from gateway.legacy.starts import PROC_READABLE, QUIET_FOR, QUIET_SAMPLE, StartBudget, tree_cpu_ticks
+from gateway.legacy.starts import PROC_READABLE, QUIET_FOR, QUIET_SAMPLE, ProcessWatch, StartBudget, tree_cpu_ticks
 from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
@@ -154,12 +154,14 @@ class StdioSession(DemuxedSession):
         offer_version: str | None = None,
         limits: BackendLimits | None = None,
         starts: StartBudget | None = None,
+        watch: ProcessWatch | None = None,
     ) -> None:
         self._command = list(command)
         self._env = child_env(env or {})
         self._cwd = cwd
         self._oom_score_adj = oom_score_adj
         self._starts = starts
+        self._watch = watch  # the memory guard's (gateway.legacy.memory): may refuse a start, watches the process
         super().__init__(
             capabilities=capabilities,
             timeout=timeout,
@@ -182,6 +184,7 @@ class StdioSession(DemuxedSession):
             cwd=backend.cwd,
             oom_score_adj=backend.oom_score_adj,
             starts=starts,
+            watch=None if starts is None else starts.watch(route),
             **options,
         )
 
@@ -297,6 +300,8 @@ class StdioSession(DemuxedSession):
     # -- internals --------------------------------------------------------------------------
 
     async def _spawn(self) -> None:
+        if self._watch is not None:
+            self._watch.admit()  # Overloaded (memory_high): the container's memory is nearly used up
         try:
             async with asyncio.timeout(self._connect_timeout):
                 self._proc = await asyncio.create_subprocess_exec(
@@ -314,6 +319,8 @@ class StdioSession(DemuxedSession):
         except (OSError, ValueError) as exc:
             raise BackendUnavailable("spawn_failed", f"{self._command[0]}: {exc}") from exc
         GUARD.started(self._proc.pid)  # its own group (start_new_session): the pgid is its pid
+        if self._watch is not None:
+            self._watch.started(self._proc)
         if self._oom_score_adj is not None:
             set_oom_score_adj(self._proc.pid, self._oom_score_adj)
         stdout, stderr = self._proc.stdout, self._proc.stderr

@@ -6,10 +6,11 @@ all:
 * :mod:`.labels` — the bounded label policies every family's labels pass through (why: there);
 * :mod:`.requests` — client requests, their latency, and the front door's refusals;
 * :mod:`.holds` — held calls, rounds per call, the age of a hold at its retry, expirations;
-* :mod:`.backends` — backend sessions, handshakes, failures and answer times;
+* :mod:`.backends` — backend sessions, handshakes, failures, answer times, memory-guard kills;
 * :mod:`.forwards` — retries forwarded to the replica owning their hold, or replayed here;
 * :mod:`.tasks` — tasks made of legacy calls: by status, created, ended, evicted, refused ids;
-* :mod:`.process` — the event loop's lag, the build, and the process, platform and GC collectors;
+* :mod:`.process` — the event loop's lag, the build, the container's memory, and the process,
+  platform and GC collectors;
 * :mod:`.live` — families read at scrape time from the hold registry and the session pools.
 """
 
@@ -47,11 +48,17 @@ from gateway.observability.metrics.labels import (
     OneOf,
 )
 from gateway.observability.metrics.live import SESSION_STATES, LiveState
-from gateway.observability.metrics.process import LOOP_LAG_BUCKETS, ProcessFamilies, gateway_version
+from gateway.observability.metrics.process import (
+    CONTAINER_MEMORY_KINDS,
+    LOOP_LAG_BUCKETS,
+    ProcessFamilies,
+    gateway_version,
+)
 from gateway.observability.metrics.requests import LATENCY_BUCKETS, REQUEST_OUTCOMES, RequestFamilies
 from gateway.observability.metrics.tasks import TASK_AGE_BUCKETS, TASK_STATUSES, TaskFamilies
 
 __all__ = [
+    "CONTAINER_MEMORY_KINDS",
     "FORWARDED",
     "FORWARD_OUTCOMES",
     "HOLD_AGE_BUCKETS",
@@ -104,13 +111,15 @@ class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, T
         backend_causes: Iterable[str],
         forward_outcomes: Iterable[str] = FORWARD_OUTCOMES,
         auth_reasons: Iterable[str] = (),
+        memory_kill_reasons: Iterable[str] = (),
     ) -> None:
         """Create every series of ``route`` with a known label set, at 0, before anything happens.
 
         A series that appears at its first increment has no earlier sample for ``rate()`` to
         compare with: the first burst after a pod starts is invisible (4 holds expired, ``increase``
         0, an expiration ratio of NaN). So the route label times each fixed set, from its one source
-        (``gateway.errors.BACKEND_CAUSES``, :data:`FORWARD_OUTCOMES`, the route's auth reasons), is
+        (``gateway.errors.BACKEND_CAUSES``, :data:`FORWARD_OUTCOMES`, the route's auth reasons, a stdio
+        route's ``gateway.legacy.memory.KILL_REASONS``), is
         created here, through :meth:`Bounded.labels`: counted against the label caps like any value,
         each set well inside its cap (``tests/unit/test_metric_label_sets.py``)."""
         for family in (self.hold_expirations, self.input_rounds, self.backend_initializations):
@@ -125,6 +134,8 @@ class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, T
             self.resends.labels(route, outcome)
         for reason in auth_reasons:
             self.auth_refusals.labels(route, reason)
+        for reason in memory_kill_reasons:
+            self.stdio_memory_kills.labels(route, reason)
         self.tasks_created.labels(route)
         self.tasks_evicted.labels(route)
 

@@ -1,5 +1,5 @@
-"""The legacy backends as the gateway sees them: open sessions, handshakes, failures by cause, and
-how long a backend takes to answer."""
+"""The legacy backends as the gateway sees them: open sessions, handshakes, failures by cause, how
+long a backend takes to answer, and the stdio servers the memory guard killed."""
 
 from __future__ import annotations
 
@@ -44,6 +44,16 @@ class BackendFamilies:
                 registry=r,
             ),
             route_label(),
+        )
+        self.stdio_memory_kills = Bounded(
+            Counter(
+                "mrtr_gateway_stdio_memory_kills",
+                "stdio servers the memory guard killed, by route and reason (container_memory, route_max_memory)",
+                ["route", "reason"],
+                registry=r,
+            ),
+            route_label(),
+            Capped(8),
         )
         self.backend_request_seconds = Bounded(
             Histogram(
