@@ -32,14 +32,16 @@ import aiohttp
 from aiohttp import web
 
 from gateway import keys, ops
-from gateway.auth import AuthGates, metadata_handler
-from gateway.backend_auth import RouteCredentials, check_secrets
+from gateway.auth.gate import AuthGates, metadata_handler
+from gateway.backend_auth.credentials import RouteCredentials, check_secrets
 from gateway.bounded import LruTtlCache
-from gateway.calls import CallContext, CallCore, RouteRuntime, ToolSchemas
 from gateway.calls.backend import Backend
+from gateway.calls.context import CallContext
+from gateway.calls.core import CallCore
 from gateway.calls.replayer import Replayer
 from gateway.calls.resends import Resends
-from gateway.calls.route import TOOL_SCHEMA_TTL
+from gateway.calls.route import TOOL_SCHEMA_TTL, RouteRuntime
+from gateway.calls.schemas import ToolSchemas
 from gateway.calls.transcript import ReplayGuard
 from gateway.config.load import Settings
 from gateway.connections import ConnectionActivity
@@ -56,11 +58,13 @@ from gateway.legacy.memory import CHECK_EVERY, KILL_REASONS, Reading, StdioMemor
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
-from gateway.listen import ListenHubs
-from gateway.mcptasks import TaskIds, TaskService, TaskTable
+from gateway.listen.hub import ListenHubs
+from gateway.mcptasks.ids import TaskIds
 from gateway.mcptasks.passthrough import LegacyTasks
+from gateway.mcptasks.service import TaskService
+from gateway.mcptasks.table import TaskTable
 from gateway.observability.loop_lag import loop_lag_context
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import request_middleware
 from gateway.observability.route_health import RouteHealthCollector
 from gateway.replicas.auth import ForwardSigner

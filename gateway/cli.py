@@ -17,8 +17,7 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from gateway.config import ConfigError, Settings, json_schema, load_config
-from gateway.config.load import PLACEHOLDER_MARK, redact_url
+from gateway.config.load import PLACEHOLDER_MARK, ConfigError, Settings, json_schema, load_config, redact_url
 from gateway.config.model import BackendConfig
 
 DEFAULT_CONFIG = "/etc/mrtr-gateway/gateway.yaml"
@@ -85,7 +84,7 @@ async def _reload_keys_on_sighup(app: web.Application) -> None:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from gateway.auth import static_keys
+    from gateway.auth.gate import static_keys
 
     try:
         settings = load_config(args.file)

@@ -110,7 +110,7 @@ BACKEND_CAUSES: Final[Mapping[str, str]] = MappingProxyType(
 """Every ``data.cause`` of :class:`BackendUnavailable`: the one table of backend failure causes. The
 ``reason`` label of ``mrtr_gateway_backend_errors_total`` takes these values, and every route's
 series are created at 0 from it when the route is built
-(:meth:`gateway.observability.metrics.Metrics.route_built`); ``tests/unit/test_metric_label_sets.py``
+(:meth:`gateway.observability.metrics.registry.Metrics.route_built`); ``tests/unit/test_metric_label_sets.py``
 checks that every cause raised anywhere in ``gateway/`` is in it."""
 
 TASK_LOST: Final = "Task lost"

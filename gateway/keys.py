@@ -10,15 +10,16 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
-from gateway.calls import CallContext, RouteRuntime
+from gateway.calls.context import CallContext
+from gateway.calls.route import RouteRuntime
 from gateway.config.load import Settings
 from gateway.connections import ConnectionActivity
 from gateway.drain import Drain
 from gateway.frontdoor.door import FrontDoor
 from gateway.holds.registry import HoldRegistry
 from gateway.key_reload import KeyFileWatcher
-from gateway.listen import ListenHubs
-from gateway.observability.metrics import Metrics
+from gateway.listen.hub import ListenHubs
+from gateway.observability.metrics.registry import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.state.codec import KeyRing
 from gateway.tasks import TaskGroup

@@ -4,7 +4,3 @@
 JWTs with PyJWT; :mod:`gateway.auth.jwks` fetches and caches an issuer's keys, bounded;
 :mod:`gateway.auth.verification_keys` parses key material. Nothing here imports the front door or the call path.
 """
-
-from gateway.auth.gate import WELL_KNOWN, AuthGates, Identified, RouteGate, metadata_handler, static_keys
-
-__all__ = ["WELL_KNOWN", "AuthGates", "Identified", "RouteGate", "metadata_handler", "static_keys"]

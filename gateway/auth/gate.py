@@ -193,7 +193,7 @@ class RouteGate:
 
 def static_keys(routes: list[RouteConfig]) -> dict[str, list[VerificationKey]]:
     """Route path → its parsed static JWT keys; a key that cannot be used is a
-    :class:`~gateway.config.ConfigError` naming the route and the key (``check-config`` runs this)."""
+    :class:`~gateway.config.load.ConfigError` naming the route and the key (``check-config`` runs this)."""
     parsed: dict[str, list[VerificationKey]] = {}
     for index, route in enumerate(routes):
         jwt_config = route.auth.jwt if route.auth is not None else None
@@ -215,7 +215,7 @@ class AuthGates:
         http: Callable[[], aiohttp.ClientSession],
         on_refusal: Callable[[str, str], None] = lambda route, reason: None,
     ) -> None:
-        """Raises :class:`~gateway.config.ConfigError` when a static key cannot be used."""
+        """Raises :class:`~gateway.config.load.ConfigError` when a static key cannot be used."""
         static = static_keys(routes)
         self.by_path = {route.path: RouteGate(route, http, static.get(route.path), on_refusal) for route in routes}
 

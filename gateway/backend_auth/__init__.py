@@ -2,7 +2,3 @@
 backend HTTP request: static secret headers (:mod:`.secrets`), OAuth tokens (:mod:`.tokens`) and the
 per-route policy that chooses between them (:mod:`.credentials`). Sits below :mod:`gateway.legacy`
 (whose HTTP sessions ask it for headers) and imports only ``config``, ``errors`` and aiohttp."""
-
-from gateway.backend_auth.credentials import BackendCredential, OutboundHeaders, RouteCredentials, check_secrets
-
-__all__ = ["BackendCredential", "OutboundHeaders", "RouteCredentials", "check_secrets"]

@@ -14,20 +14,3 @@
 Nothing here knows HTTP or the front door: it is handed a :class:`Call` whose requestState, if
 any, the front door has already opened.
 """
-
-from gateway.calls.context import CallContext, Caller
-from gateway.calls.core import CallCore
-from gateway.calls.request import Call, CallRequest, NotificationSink
-from gateway.calls.route import RouteRuntime
-from gateway.calls.schemas import ToolSchemas
-
-__all__ = [
-    "Call",
-    "CallContext",
-    "CallCore",
-    "CallRequest",
-    "Caller",
-    "NotificationSink",
-    "RouteRuntime",
-    "ToolSchemas",
-]

@@ -27,7 +27,7 @@ from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
 from gateway.observability import tracing
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import count_backend_error
 from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.backend_auth import BackendCredential, OutboundHeaders
+from gateway.backend_auth.credentials import BackendCredential, OutboundHeaders
 from gateway.calls.route import RouteRuntime
 from gateway.calls.transcript import Carry, Step
 from gateway.legacy.pool import LegacySession, PooledSession

@@ -40,7 +40,7 @@ from gateway.errors import GatewayError, HoldLost, MissingCapability, UpstreamEr
 from gateway.holds.registry import Hold, HoldRegistry, RefusedHold
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerNotification, ServerRequest
 from gateway.observability import tracing
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import Claims, RequestIdentity
 from gateway.translate import capabilities as caps

@@ -20,7 +20,8 @@ from gateway.calls.backend import Backend, Lease
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, HoldLost, Overloaded
 from gateway.legacy.session import Exchange, FinalResponse, ServerNotification, ServerRequest
-from gateway.observability.metrics import REPLAYED, Metrics
+from gateway.observability.metrics.forwards import REPLAYED
+from gateway.observability.metrics.registry import Metrics
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import Claims, request_digest
 

@@ -45,8 +45,8 @@ from gateway import fastjson
 from gateway.calls.request import Call
 from gateway.errors import AlreadyAnswered, GatewayError, InvalidRequestState, Overloaded
 from gateway.legacy.session import JsonObj
-from gateway.observability.metrics import Metrics
 from gateway.observability.metrics.forwards import RESEND_DIFFERS, RESEND_NOT_KEPT, RESEND_WAITED, RESENT
+from gateway.observability.metrics.registry import Metrics
 from gateway.state.claims import Claims
 from gateway.tasks import TaskGroup
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.backend_auth import RouteCredentials
+from gateway.backend_auth.credentials import RouteCredentials
 from gateway.bounded import LruTtlCache
 from gateway.config.model import RouteConfig
 from gateway.legacy.pool import SessionPool

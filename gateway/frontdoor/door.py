@@ -14,16 +14,19 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from gateway.auth import AuthGates
-from gateway.backend_auth import OutboundHeaders
-from gateway.calls import CallCore, Caller, RouteRuntime, ToolSchemas
+from gateway.auth.gate import AuthGates
+from gateway.backend_auth.credentials import OutboundHeaders
+from gateway.calls.context import Caller
+from gateway.calls.core import CallCore
+from gateway.calls.route import RouteRuntime
+from gateway.calls.schemas import ToolSchemas
 from gateway.config.load import Settings
 from gateway.drain import Drain
 from gateway.frontdoor.legacy_ids import LegacySessionIds
 from gateway.frontdoor.origin import OriginPolicy
-from gateway.listen import ListenHubs
-from gateway.mcptasks import TaskService
-from gateway.observability.metrics import Metrics
+from gateway.listen.hub import ListenHubs
+from gateway.mcptasks.service import TaskService
+from gateway.observability.metrics.registry import Metrics
 from gateway.replicas.auth import ForwardSigner
 from gateway.replicas.forward import ReplicaHop
 from gateway.state.boundary import RequestStateBoundary

@@ -43,7 +43,7 @@ from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from gateway import envelopes
-from gateway.backend_auth import BackendCredential
+from gateway.backend_auth.credentials import BackendCredential
 from gateway.errors import BackendUnavailable, http_status_for
 from gateway.frontdoor.classify import LegacyHandshake
 from gateway.frontdoor.door import FrontDoor, Inbound

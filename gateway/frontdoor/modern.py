@@ -22,7 +22,8 @@ from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 
 from gateway import envelopes
-from gateway.calls import Call, CallRequest, RouteRuntime
+from gateway.calls.request import Call, CallRequest
+from gateway.calls.route import RouteRuntime
 from gateway.errors import GatewayError, HoldLost, InvalidParams, MethodNotFound
 from gateway.frontdoor.classify import Accepted, Rejection
 from gateway.frontdoor.door import FrontDoor, Inbound
@@ -31,7 +32,8 @@ from gateway.frontdoor.parsing import TASK_METHODS
 from gateway.frontdoor.responses import body_response, encoded, error_response, refuse
 from gateway.frontdoor.stream import ResponseStream
 from gateway.legacy.session import JsonObj
-from gateway.listen import Listener, acknowledged, stream_listener
+from gateway.listen.serve import stream_listener
+from gateway.listen.translate import Listener, acknowledged
 from gateway.mcptasks.service import Elsewhere
 from gateway.mcptasks.table import TaskRecord
 from gateway.observability import tracing

@@ -15,7 +15,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from gateway import envelopes
 from gateway.errors import GatewayError, Overloaded
 from gateway.frontdoor.classify import Rejection
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import record_of
 from gateway.turns import LOOP_HOLD_SECONDS, give_turn
 

@@ -13,7 +13,7 @@ import aiohttp.payload
 from yarl import URL
 
 from gateway import fastjson
-from gateway.backend_auth import BackendCredential, OutboundHeaders
+from gateway.backend_auth.credentials import BackendCredential, OutboundHeaders
 from gateway.config.model import RouteConfig
 from gateway.errors import BackendUnavailable
 from gateway.legacy.base import LegacySessionBase, route_options

@@ -15,9 +15,3 @@ Three rooms: :mod:`~gateway.listen.translate` (pure: what is acknowledged, which
 to which stream, the messages written), :mod:`~gateway.listen.hub` (the backend session and its
 listeners, bounded) and :mod:`~gateway.listen.serve` (one SSE response).
 """
-
-from gateway.listen.hub import ListenHub, ListenHubs
-from gateway.listen.serve import stream_listener
-from gateway.listen.translate import SUBSCRIPTION_ID_KEY, Listener, acknowledged
-
-__all__ = ["SUBSCRIPTION_ID_KEY", "ListenHub", "ListenHubs", "Listener", "acknowledged", "stream_listener"]

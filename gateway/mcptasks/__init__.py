@@ -11,9 +11,3 @@
 It sits beside :mod:`gateway.calls` and may import it; ``calls`` never imports it (it is handed a
 :class:`~gateway.calls.core.TaskMaker`), and nothing here imports the front door.
 """
-
-from gateway.mcptasks.ids import TaskIds
-from gateway.mcptasks.service import TaskService
-from gateway.mcptasks.table import TaskTable
-
-__all__ = ["TaskIds", "TaskService", "TaskTable"]

@@ -49,7 +49,8 @@ from gateway.mcptasks.ids import TaskClaims, TaskIdRejected, TaskIds
 from gateway.mcptasks.runner import TaskRunner
 from gateway.mcptasks.table import TaskRecord, TaskTable
 from gateway.mcptasks.watch import MAX_TASK_IDS, TaskWatch
-from gateway.observability.metrics import OWNER_UNREACHABLE, Metrics
+from gateway.observability.metrics.forwards import OWNER_UNREACHABLE
+from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import task_digest
 from gateway.tasks import TaskGroup
 from gateway.translate import capabilities as caps

@@ -30,7 +30,7 @@ from typing import Any, Final, Protocol
 import structlog
 
 from gateway.errors import TaskLimitReached, task_lost
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 
 log = structlog.get_logger("gateway.mcptasks")
 

@@ -44,7 +44,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from gateway.observability.logging import truncate
-from gateway.observability.metrics import OTHER, Metrics
+from gateway.observability.metrics.labels import OTHER
+from gateway.observability.metrics.registry import Metrics
 
 log = structlog.get_logger("gateway.request")
 

@@ -54,23 +54,24 @@ import yarl
 from aiohttp import web
 
 from gateway import envelopes
-from gateway.calls import RouteRuntime
+from gateway.calls.route import RouteRuntime
 from gateway.config.model import ReplicasConfig
 from gateway.errors import HoldLost
 from gateway.http_errors import CLIENT_FAILURES, never_connected
-from gateway.observability import metrics as labels
 from gateway.observability import tracing
-from gateway.observability.metrics import FORWARDED, Metrics
+from gateway.observability.metrics import forwards as outcomes
+from gateway.observability.metrics.forwards import FORWARDED
+from gateway.observability.metrics.registry import Metrics
 from gateway.relay import end_to_end, relay
 from gateway.replicas.auth import FORWARD_HEADER, ForwardSigner
 
 log = structlog.get_logger("gateway.replicas")
 
 # The hop's HoldLost causes, also forwards_total outcomes: named in their one list
-# (gateway.observability.metrics.FORWARD_OUTCOMES).
-OWNER_UNREACHABLE: Final = labels.OWNER_UNREACHABLE
-OWNER_FAILED: Final = labels.OWNER_FAILED
-OWNER_UNRESPONSIVE: Final = labels.OWNER_UNRESPONSIVE
+# (gateway.observability.metrics.forwards.FORWARD_OUTCOMES).
+OWNER_UNREACHABLE: Final = outcomes.OWNER_UNREACHABLE
+OWNER_FAILED: Final = outcomes.OWNER_FAILED
+OWNER_UNRESPONSIVE: Final = outcomes.OWNER_UNRESPONSIVE
 ACK_MARGIN: Final = 0.05
 """Seconds the acknowledgement is waited for past ``forward_timeout``: the connect's own timeout
 (exactly ``forward_timeout``, never rounded up) strikes first, and stays ``owner_unreachable``."""

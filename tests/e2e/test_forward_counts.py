@@ -9,7 +9,7 @@ from fake_backend import FakeBackend
 from harness import BareClient, held_by_a_gone_replica, route, running_replicas
 
 from gateway import keys
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 
 Backend = tuple[FakeBackend, str]
 REPLAY = {"holds": {"on_lost": "replay"}}

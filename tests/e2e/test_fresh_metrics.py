@@ -21,7 +21,8 @@ from gateway import keys
 from gateway.auth.gate import TRUSTED_HEADER_REASONS
 from gateway.auth.verify import REASONS as JWT_REASONS
 from gateway.errors import BACKEND_CAUSES
-from gateway.observability.metrics import FORWARD_OUTCOMES, Metrics
+from gateway.observability.metrics.forwards import FORWARD_OUTCOMES
+from gateway.observability.metrics.registry import Metrics
 
 Backend = tuple[FakeBackend, str]
 PER_ROUTE = (

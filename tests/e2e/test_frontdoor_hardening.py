@@ -98,7 +98,7 @@ async def test_requests_without_origin_and_from_listed_origins_are_served(
 
 
 def test_an_allowed_origin_that_is_not_an_origin_is_a_config_error() -> None:
-    from gateway.config import ConfigError, parse_config
+    from gateway.config.load import ConfigError, parse_config
 
     data = {"state": {"keys": ["k" * 32]}, "routes": [route("demo", "/mcp", "http://127.0.0.1:1/mcp")]}
     with pytest.raises(ConfigError, match="allowed_origins"):

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway import keys
 from gateway.observability import loop_lag
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.server import serve_metrics
 
 Backend = tuple[FakeBackend, str]

@@ -9,7 +9,7 @@ import pytest
 from fake_backend import SERVER_NAME, SERVER_VERSION, FakeBackend
 from harness import BareClient, accept, route, running_gateway
 
-from gateway.listen import acknowledged
+from gateway.listen.translate import acknowledged
 
 SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION}}
 Backend = tuple[FakeBackend, str]

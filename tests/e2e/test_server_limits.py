@@ -206,7 +206,7 @@ async def test_two_hundred_two_round_calls_through_a_lowered_cap_lose_nothing() 
 
 @pytest.mark.parametrize("option", [{"max_headers": 8}, {"max_header_bytes": 100}, {"max_connections": 0}])
 def test_server_limits_have_sane_lower_bounds(option: dict[str, int]) -> None:
-    from gateway.config import ConfigError
+    from gateway.config.load import ConfigError
 
     data = {"state": {"keys": [TEST_KEY]}, "routes": [route("demo", "/mcp", "http://127.0.0.1:1/mcp")]}
     with pytest.raises(ConfigError):

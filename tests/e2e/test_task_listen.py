@@ -19,7 +19,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from waiting import eventually
 
 from gateway import keys
-from gateway.listen import SUBSCRIPTION_ID_KEY, Listener
+from gateway.listen.translate import SUBSCRIPTION_ID_KEY, Listener
 
 EXT = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXT: {}}}

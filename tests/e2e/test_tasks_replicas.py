@@ -39,7 +39,7 @@ from gateway import keys
 from gateway.app import build_app
 from gateway.config.load import parse_config
 from gateway.errors import OVERLOADED
-from gateway.observability.metrics import FORWARDED, OWNER_UNREACHABLE, OWNER_UNRESPONSIVE
+from gateway.observability.metrics.forwards import FORWARDED, OWNER_UNREACHABLE, OWNER_UNRESPONSIVE
 
 EXT = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXT: {}}}

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from gateway.auth.verification_keys import BadKey, parse_static_keys
-from gateway.config import ConfigError, parse_config
+from gateway.config.load import ConfigError, parse_config
 
 JWT = {"issuer": "https://issuer.test", "audience": ["https://gw.test/mcp"], "jwks_url": "https://issuer.test/jwks"}
 

@@ -9,15 +9,20 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.calls import Call, CallContext, CallCore, Caller, CallRequest, RouteRuntime, ToolSchemas, rounds
+from gateway.calls import rounds
 from gateway.calls.backend import Lease
+from gateway.calls.context import CallContext, Caller
+from gateway.calls.core import CallCore
 from gateway.calls.replayer import Replayer
+from gateway.calls.request import Call, CallRequest
 from gateway.calls.resends import Resends
+from gateway.calls.route import RouteRuntime
+from gateway.calls.schemas import ToolSchemas
 from gateway.calls.transcript import ReplayGuard, Step, plan
 from gateway.config.load import parse_config
 from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
 from gateway.holds.registry import Hold, HoldRegistry, Pending
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import Claims, RequestIdentity
 from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing

@@ -26,8 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import json_schema, parse_config
-from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV
+from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV, json_schema, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "config" / "gateway.example.yaml"

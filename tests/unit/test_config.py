@@ -16,8 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import ConfigError, Settings, json_schema, load_config, parse_config
-from gateway.config.load import REPLICA_ID_ENV, STATE_KEYS_ENV, redact_url
+from gateway.config.load import (
+    REPLICA_ID_ENV,
+    STATE_KEYS_ENV,
+    ConfigError,
+    Settings,
+    json_schema,
+    load_config,
+    parse_config,
+    redact_url,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "config" / "gateway.example.yaml"

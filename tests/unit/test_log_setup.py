@@ -11,7 +11,7 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.observability.logging import configure_logging
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import request_middleware
 
 

@@ -16,7 +16,10 @@ from gateway.auth.gate import TRUSTED_HEADER_REASONS
 from gateway.auth.verify import REASONS as JWT_REASONS
 from gateway.errors import BACKEND_CAUSES
 from gateway.legacy.limits import FLOOD_REASON
-from gateway.observability.metrics import FORWARD_OUTCOMES, ROUNDS_BUCKETS, Capped, Metrics
+from gateway.observability.metrics.forwards import FORWARD_OUTCOMES
+from gateway.observability.metrics.holds import ROUNDS_BUCKETS
+from gateway.observability.metrics.labels import Capped
+from gateway.observability.metrics.registry import Metrics
 
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
 

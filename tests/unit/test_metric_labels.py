@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
-from gateway.observability.metrics import MAX_CACHED_CHILDREN, OTHER, Bounded, Capped, OneOf
+from gateway.observability.metrics.labels import MAX_CACHED_CHILDREN, OTHER, Bounded, Capped, OneOf
 
 
 def family(registry: CollectorRegistry) -> Bounded[Counter]:

@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import json_schema, parse_config
-from gateway.config.load import STATE_KEYS_ENV
+from gateway.config.load import STATE_KEYS_ENV, json_schema, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
@@ -656,7 +655,7 @@ TARGET_ALERTS = {"MrtrGatewayTargetDown": "up{", "MrtrGatewayTargetMissing": "ab
 def exported_series() -> set[str]:
     """Every series name the gateway's /metrics can carry, derived from the Metrics collectors (and
     the routes' start health, which the app registers beside them)."""
-    from gateway.observability.metrics import Metrics
+    from gateway.observability.metrics.registry import Metrics
     from gateway.observability.route_health import RouteHealthCollector
 
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}

@@ -22,7 +22,7 @@ from previous_release import COMMIT, MODULES, load_codec, source_of
 from state_oracle import NEW, NOW, OLD, UNSEALABLE, make_claims
 
 import gateway.state.codec as codec
-from gateway.config import ConfigError, parse_config
+from gateway.config.load import ConfigError, parse_config
 from gateway.state.claims import Claims
 from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing
 

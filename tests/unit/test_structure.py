@@ -1,8 +1,24 @@
-"""The package's shape, checked from its source: no import cycles, small modules and functions, layers.
+"""The package's shape, checked from its source: no import cycles, small modules and functions, floors.
 
 Read with :mod:`ast` (nothing is imported or run), over every module of ``gateway`` except the demo.
 An import inside a function counts as much as one at the top of a module: a cycle hidden in a function
-still ties the two modules together. ``docs/architecture.md`` says why each layer rule exists.
+still ties the two modules together. So does one through a package's ``__init__``: importing
+``gateway.x.y`` runs ``gateway.x`` first, so ``from gateway.x import y`` and ``import gateway.x.y``
+both import the package ``gateway.x`` as well as ``gateway.x.y``, and a package face that re-exports
+a module importing back into its package is a cycle (it works only by import order). So a face
+re-exports nothing that imports its own package (the gateway's faces import nothing: callers import
+from the submodule).
+
+The floors, top to bottom (each module of the package is on one, found by prefix; a room listed on
+two keeps both rules):
+
+* :data:`TOP_FLOOR` — composes the app; only the top floor imports it;
+* :data:`FRONT_DOOR` — HTTP in: everything below it may be imported, nothing below imports it;
+* :data:`BELOW_FRONTDOOR` — the rooms the front door (and the top floor) use; never the front door;
+* :data:`BOTTOM_FLOOR` — imported by every room; imports nothing of the gateway but the bottom floor.
+
+:data:`WITHOUT_AIOHTTP` is no floor but a trait some rooms keep on their floor (no HTTP framework).
+``docs/architecture.md`` says why each rule exists.
 """
 
 from __future__ import annotations
@@ -22,8 +38,17 @@ MAX_FUNCTION_LINES = 100
 # The top floor composes the app: it builds every room, and its AppKeys (gateway.keys) name the types
 # of nearly all of them. Only the top floor imports it; a room that needs a service is handed it.
 TOP_FLOOR = ("gateway.app", "gateway.keys", "gateway.server", "gateway.cli", "gateway.ops", "gateway.__main__")
-# Layers below the front door never reach up into it (it depends on them, not the other way round).
+# The front door: HTTP in, every room below it at hand. Only the top floor imports it (nothing below
+# reaches up into it: the rules of BELOW_FRONTDOOR and BOTTOM_FLOOR).
+FRONT_DOOR = ("gateway.frontdoor",)
+# The rooms the front door and the top floor use; they never reach up into the front door (it depends
+# on them, not the other way round).
 BELOW_FRONTDOOR = (
+    "gateway.auth",
+    "gateway.drain",
+    "gateway.relay",
+    "gateway.connections",
+    "gateway.key_reload",
     "gateway.listen",
     "gateway.calls",
     "gateway.mcptasks",
@@ -48,11 +73,10 @@ BOTTOM_FLOOR = (
     "gateway.turns",
     "gateway.translate",
     "gateway.config",
-    "gateway.observability.metrics",
-    "gateway.observability.logging",
-    "gateway.observability.loop_lag",
+    "gateway.observability",
 )
-# Pure layers: no HTTP framework, so they can be tested and reused without a server.
+FLOORS = (TOP_FLOOR, FRONT_DOOR, BELOW_FRONTDOOR, BOTTOM_FLOOR)
+# Pure rooms, on their floors: no HTTP framework, so they can be tested and reused without a server.
 WITHOUT_AIOHTTP = ("gateway.state", "gateway.translate", "gateway.config", "gateway.frontdoor.classify")
 
 
@@ -116,13 +140,25 @@ def _imported(target: str, names: list[str], modules: dict[str, Module]) -> list
     return submodules
 
 
+def _run(target: str, names: list[str], modules: dict[str, Module]) -> list[str]:
+    """The modules one import statement runs: those it names (:func:`_imported`) and every package
+    above each, whose ``__init__`` runs first: ``import a.b.c`` runs ``a``, ``a.b`` and ``a.b.c``;
+    ``from a.b import c`` runs ``a`` and ``a.b``, and ``a.b.c`` too when ``c`` is a submodule."""
+    run: dict[str, None] = {}
+    for named in _imported(target, names, modules):
+        parts = named.split(".")
+        run.update(dict.fromkeys(".".join(parts[:depth]) for depth in range(1, len(parts) + 1)))
+    return list(run)
+
+
 def import_graph(modules: dict[str, Module]) -> dict[str, dict[str, int]]:
-    """module -> {imported module of the package: line of the first import} (:func:`_imported`)."""
+    """module -> {module of the package it runs: line of the first import} (:func:`_run`): a package's
+    ``__init__`` counts as imported by every import of one of its modules."""
     graph: dict[str, dict[str, int]] = {}
     for module in modules.values():
         edges: dict[str, int] = {}
         for target, names, line in _imports(module):
-            for imported in _imported(target, names, modules):
+            for imported in _run(target, names, modules):
                 if imported in modules and imported != module.name:
                     edges.setdefault(imported, line)
         graph[module.name] = edges
@@ -176,6 +212,11 @@ def long_functions(module: Module, limit: int = MAX_FUNCTION_LINES) -> list[str]
             if length > limit:
                 found.append(f"{module.name}:{node.name} ({length} lines, line {node.lineno})")
     return found
+
+
+def floorless(modules: dict[str, Module]) -> list[str]:
+    """The modules on no floor (:data:`FLOORS`), but the package's own root, which holds them all."""
+    return sorted(name for name in modules if "." in name and not any(_within(name, floor) for floor in FLOORS))
 
 
 def layer_violations(modules: dict[str, Module]) -> list[str]:
@@ -285,6 +326,13 @@ def test_layers(modules: dict[str, Module]) -> None:
     assert not violations, "layer rules broken:\n" + "\n".join(violations)
 
 
+def test_every_module_is_on_a_floor(modules: dict[str, Module]) -> None:
+    # A module on no floor keeps no layer rule: put it on the floor whose rule holds for it.
+    missing = floorless(modules)
+    lists = "TOP_FLOOR, FRONT_DOOR, BELOW_FRONTDOOR or BOTTOM_FLOOR"
+    assert not missing, f"modules on no floor (add each to {lists}):\n" + "\n".join(missing)
+
+
 # The checks themselves, on small trees written for them: each one can fail.
 
 
@@ -309,6 +357,48 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path: Path) -> Non
     )
     assert find_cycles(import_graph(modules)) == [["gateway.calls.a", "gateway.frontdoor.b"]]
     assert layer_violations(modules) == ["gateway.calls.a:1 imports gateway.frontdoor.b"]
+
+
+def test_a_cycle_through_a_package_face_is_found(tmp_path: Path) -> None:
+    # The face re-exports core; core and replayer import siblings through the package, which runs the
+    # face: a cycle, however the import is spelled. A face re-exporting a module that imports nothing
+    # of its package (listen) is none.
+    modules = _tree(
+        tmp_path,
+        {
+            "calls/__init__.py": "from gateway.calls.core import CallCore\n",
+            "calls/core.py": "from gateway.calls import replayer\n",
+            "calls/replayer.py": "from gateway.calls import transcript\n",
+            "calls/transcript.py": "",
+            "mcptasks/__init__.py": "from gateway.mcptasks.service import TaskService\n",
+            "mcptasks/service.py": "def late() -> None:\n    import gateway.mcptasks.wire\n",
+            "mcptasks/wire.py": "",
+            "listen/__init__.py": "from gateway.listen.translate import Listener\n",
+            "listen/translate.py": "import json\n",
+        },
+    )
+    graph = import_graph(modules)
+    assert sorted(find_cycles(graph)) == [
+        ["gateway.calls", "gateway.calls.core", "gateway.calls.replayer"],
+        ["gateway.mcptasks", "gateway.mcptasks.service"],
+    ]
+    assert graph["gateway.mcptasks.service"] == {"gateway": 2, "gateway.mcptasks": 2, "gateway.mcptasks.wire": 2}
+
+
+def test_a_module_on_no_floor_is_found(tmp_path: Path) -> None:
+    modules = _tree(
+        tmp_path,
+        {
+            "app.py": "",
+            "frontdoor/door.py": "",
+            "calls/core.py": "",
+            "errors.py": "",
+            "observability/tracing.py": "",
+            "stray.py": "",
+            "newroom/part.py": "",
+        },
+    )
+    assert floorless(modules) == ["gateway.newroom", "gateway.newroom.part", "gateway.stray"]
 
 
 def test_imports_back_up_the_floors_are_found_however_they_are_spelled(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 from gateway.errors import OVERLOADED, TaskLimitReached
 from gateway.mcptasks.table import TaskRecord, TaskTable
 from gateway.mcptasks.wire import create_result, detailed, iso
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics.registry import Metrics
 
 
 class Clock:

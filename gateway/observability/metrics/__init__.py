@@ -1,7 +1,7 @@
 """Prometheus collectors, one registry per gateway app (tests build many apps in one process).
 
-Each module holds the families of one subject, and :class:`Metrics` is one app's registry of them
-all:
+Each module holds the families of one subject, and :mod:`.registry` puts them all in one app's
+registry:
 
 * :mod:`.labels` — the bounded label policies every family's labels pass through (why: there);
 * :mod:`.requests` — client requests, their latency, and the front door's refusals;
@@ -11,134 +11,9 @@ all:
 * :mod:`.tasks` — tasks made of legacy calls: by status, created, ended, evicted, refused ids;
 * :mod:`.process` — the event loop's lag, the build, the container's memory, and the process,
   platform and GC collectors;
-* :mod:`.live` — families read at scrape time from the hold registry and the session pools.
+* :mod:`.live` — families read at scrape time from the hold registry and the session pools;
+* :mod:`.registry` — :class:`~.registry.Metrics`: one app's registry, every family above in it.
+
+This face imports nothing (a re-export here would run every module above whenever one of them is
+imported, and tie them in a cycle): import each name from its module.
 """
-
-from __future__ import annotations
-
-from collections.abc import Iterable
-
-from prometheus_client import CollectorRegistry
-
-from gateway.observability.metrics.backends import BackendFamilies
-from gateway.observability.metrics.forwards import (
-    FORWARD_OUTCOMES,
-    FORWARDED,
-    OWNER_FAILED,
-    OWNER_UNREACHABLE,
-    OWNER_UNRESPONSIVE,
-    REPLAYED,
-    RESEND_OUTCOMES,
-    ForwardFamilies,
-)
-from gateway.observability.metrics.holds import (
-    HOLD_AGE_BUCKETS,
-    ROUNDS_BUCKETS,
-    HeldCall,
-    HoldFamilies,
-    HoldMetrics,
-)
-from gateway.observability.metrics.labels import (
-    KNOWN_METHODS,
-    MAX_CACHED_CHILDREN,
-    OTHER,
-    Bounded,
-    Capped,
-    LabelPolicy,
-    OneOf,
-)
-from gateway.observability.metrics.live import SESSION_STATES, LiveState
-from gateway.observability.metrics.process import (
-    CONTAINER_MEMORY_KINDS,
-    LOOP_LAG_BUCKETS,
-    ProcessFamilies,
-    gateway_version,
-)
-from gateway.observability.metrics.requests import LATENCY_BUCKETS, REQUEST_OUTCOMES, RequestFamilies
-from gateway.observability.metrics.tasks import TASK_AGE_BUCKETS, TASK_STATUSES, TaskFamilies
-
-__all__ = [
-    "CONTAINER_MEMORY_KINDS",
-    "FORWARDED",
-    "FORWARD_OUTCOMES",
-    "HOLD_AGE_BUCKETS",
-    "KNOWN_METHODS",
-    "LATENCY_BUCKETS",
-    "LOOP_LAG_BUCKETS",
-    "MAX_CACHED_CHILDREN",
-    "OTHER",
-    "OWNER_FAILED",
-    "OWNER_UNREACHABLE",
-    "OWNER_UNRESPONSIVE",
-    "REPLAYED",
-    "REQUEST_OUTCOMES",
-    "RESEND_OUTCOMES",
-    "ROUNDS_BUCKETS",
-    "SESSION_STATES",
-    "TASK_AGE_BUCKETS",
-    "TASK_STATUSES",
-    "Bounded",
-    "Capped",
-    "HeldCall",
-    "HoldMetrics",
-    "LabelPolicy",
-    "LiveState",
-    "Metrics",
-    "OneOf",
-    "gateway_version",
-]
-
-
-class Metrics(RequestFamilies, HoldFamilies, BackendFamilies, ForwardFamilies, TaskFamilies, ProcessFamilies):
-    """One app's registry and every family in it, each subject's from its own module; see
-    :mod:`.labels` for why every label is bounded."""
-
-    def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
-        RequestFamilies.__init__(self, r)
-        HoldFamilies.__init__(self, r)
-        BackendFamilies.__init__(self, r)
-        ForwardFamilies.__init__(self, r)
-        TaskFamilies.__init__(self, r)
-        self.live = LiveState()
-        r.register(self.live)
-        ProcessFamilies.__init__(self, r)
-
-    def route_built(
-        self,
-        route: str,
-        *,
-        backend_causes: Iterable[str],
-        forward_outcomes: Iterable[str] = FORWARD_OUTCOMES,
-        auth_reasons: Iterable[str] = (),
-        memory_kill_reasons: Iterable[str] = (),
-    ) -> None:
-        """Create every series of ``route`` with a known label set, at 0, before anything happens.
-
-        A series that appears at its first increment has no earlier sample for ``rate()`` to
-        compare with: the first burst after a pod starts is invisible (4 holds expired, ``increase``
-        0, an expiration ratio of NaN). So the route label times each fixed set, from its one source
-        (``gateway.errors.BACKEND_CAUSES``, :data:`FORWARD_OUTCOMES`, the route's auth reasons, a stdio
-        route's ``gateway.legacy.memory.KILL_REASONS``), is
-        created here, through :meth:`Bounded.labels`: counted against the label caps like any value,
-        each set well inside its cap (``tests/unit/test_metric_label_sets.py``)."""
-        for family in (self.hold_expirations, self.input_rounds, self.backend_initializations):
-            family.labels(route)
-        self.call_rounds.labels(route)
-        self.hold_age.labels(route)
-        for cause in backend_causes:
-            self.backend_errors.labels(route, cause)
-        for outcome in forward_outcomes:
-            self.forwards.labels(route, outcome)
-        for outcome in RESEND_OUTCOMES:
-            self.resends.labels(route, outcome)
-        for reason in auth_reasons:
-            self.auth_refusals.labels(route, reason)
-        for reason in memory_kill_reasons:
-            self.stdio_memory_kills.labels(route, reason)
-        self.tasks_created.labels(route)
-        self.tasks_evicted.labels(route)
-
-    @classmethod
-    def create(cls) -> Metrics:
-        return cls()
