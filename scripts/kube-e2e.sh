@@ -23,7 +23,16 @@
 #      `kubectl delete pod` and a SIGKILL of a gateway container, each under concurrent two-round
 #      load with calls held across it (0 wrong, 0 lost); key rotation through the Secret (timed);
 #      `helm test`; `helm upgrade` of one value;
-#   4. tears everything down, on success and on failure (trap), restores the sysctls, and checks that
+#   4. a second release on the stdio derived image (docs/Containerfile.stdio-servers, built here
+#      FROM $IMAGE, cached by its base and recipe): a call and an elicitation through a stdio route
+#      (server-everything); then calls held on that route until the container's memory runs out,
+#      while calls held on an HTTP route of the same pod wait: the gateway container is not
+#      restarted, the HTTP holds finish right, every stdio hold finishes or fails with a clear error;
+#   5. `helm install` of helm/mrtr-gateway/ci/all-features-values.yaml (image: the stdio image) on the
+#      1.20 API server: every object the cluster serves is created with the API version it serves,
+#      the CRD kinds it does not serve (ServiceMonitor, PrometheusRule, HTTPRoute) are skipped, and
+#      its stdio route answers a call;
+#   6. tears everything down, on success and on failure (trap), restores the sysctls, and checks that
 #      the host's state equals the one recorded; prints `N passed, M failed` and the phases' times.
 #
 #   sudo bash scripts/kube-e2e.sh --cleanup [DIR]   # after a run that was SIGKILLed (no trap ran):
@@ -31,13 +40,19 @@
 #
 # Needs root. Environment:
 #   IMAGE      the image to test (default localhost/mrtr-gateway:check, what check-image.sh tags)
+#   STDIO_IMAGE  the derived image built from it (default localhost/mrtr-gateway-stdio:check)
 #   CLIENTS    client tasks of each load (default 12), LOAD_SECONDS its least length (default 20)
+#   STDIO_MEMORY_GUARD=off  the stdio release with limits.stdio_memory_high/kill at 1.0 (the guard
+#              never acts): shows what it prevents (the memory test is then expected to fail)
 #   KEEP=1     leave the temporary directory (logs, certificates) after the teardown
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 REPO="$PWD"
 KUBE_HERE="$REPO/scripts/kube"
 IMAGE="${IMAGE:-localhost/mrtr-gateway:check}"
+STDIO_IMAGE="${STDIO_IMAGE:-localhost/mrtr-gateway-stdio:check}"
+STDIO_RELEASE=gws
+ALL_RELEASE=gwall
 CLIENTS="${CLIENTS:-12}"
 LOAD_SECONDS="${LOAD_SECONDS:-20}"
 NS=mrtr-e2e
@@ -131,6 +146,40 @@ note "binaries: $KUBE_BIN"
 note "$("$KUBE_BIN/kube-apiserver" --version), source package kubernetes $KUBE_VERSION_SOURCE"
 note "helm $("$KUBE_TOOLS/helm" version --template '{{.Version}}'), kubectl $("$KUBE_TOOLS/kubectl" version --client -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])')"
 
+# --- 1b. the stdio derived image (cached by its base image and its recipe) -------------------------
+phase "build: the stdio derived image"
+stdio_image() {
+  local recipe="$REPO/docs/Containerfile.stdio-servers" key have args=()
+  key="${IMAGE_ID:0:16}-$(sha256sum "$recipe" | cut -c1-16)"
+  have="$(podman image inspect --format '{{index .Labels "org.mrtr-gateway.stdio-key"}}' "$STDIO_IMAGE" 2>/dev/null || true)"
+  if [[ "$have" == "$key" ]]; then
+    note "$STDIO_IMAGE is built from this $IMAGE and recipe (key $key): reused"
+    return 0
+  fi
+  # This machine's package index and CA bundle, for a network that mirrors or intercepts TLS; they
+  # reach the build stage's RUN steps only (the recipe's ARGs), never the image.
+  local ca="${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+  [[ -s "$ca" ]] && args+=(--volume "$ca:/run/build-ca.crt:ro" --build-arg PIP_CERT=/run/build-ca.crt
+    --build-arg NODE_EXTRA_CA_CERTS=/run/build-ca.crt)
+  [[ -n "${PIP_INDEX_URL:-}" ]] && args+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
+  [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && args+=(--build-arg "PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL")
+  [[ -n "${NPM_CONFIG_REGISTRY:-}" ]] && args+=(--build-arg "NPM_CONFIG_REGISTRY=$NPM_CONFIG_REGISTRY")
+  local previous t=$SECONDS
+  previous="$(podman image inspect --format '{{.Id}}' "$STDIO_IMAGE" 2>/dev/null || true)"
+  # --network host: the RUN steps reach PyPI and npm the way this machine does (no bridge, no NAT).
+  if ! podman build --format docker --layers=false --network host --pull=never "${args[@]}" \
+    --build-arg "GATEWAY_IMAGE=$IMAGE" --label "org.mrtr-gateway.stdio-key=$key" \
+    -f "$recipe" -t "$STDIO_IMAGE" "$REPO" >"$CACHE/stdio-build.log" 2>&1; then
+    tail -30 "$CACHE/stdio-build.log" | sed 's/^/      /'
+    return 1
+  fi
+  [[ -n "$previous" ]] && podman rmi "$previous" >/dev/null 2>&1
+  note "built $STDIO_IMAGE in $((SECONDS - t))s (key $key): $(podman image inspect --format '{{.Size}}' "$STDIO_IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"
+}
+mkdir -p "$CACHE"
+check "the stdio derived image ($STDIO_IMAGE, docs/Containerfile.stdio-servers FROM $IMAGE)" stdio_image
+STDIO_IMAGE_ID="$(podman image inspect --format '{{.Id}}' "$STDIO_IMAGE" 2>/dev/null || true)"
+
 # --- 2. the cluster, and the host as it was before ------------------------------------------------
 KT="$(mktemp -d /tmp/mrtr-kube.XXXXXX)"
 chmod 755 "$KT"
@@ -161,7 +210,7 @@ finish() { # the teardown, the host check, the summary: once, however the run en
     for p in $(kc -n "$NS" get pods -o name 2>/dev/null); do
       kc -n "$NS" logs "$p" --all-containers >"$KT/logs/${p#pod/}.log" 2>&1 || true
     done
-    hm uninstall "$RELEASE" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true
+    for r in $(hm list -n "$NS" -q 2>/dev/null); do hm uninstall "$r" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true; done
   fi
   if iptables -S "$FWD_CHAIN" >/dev/null 2>&1; then
     note "pod bridge fence: $(iptables -L "$FWD_CHAIN" -v -n -x | awk '$3 == "DROP" {d += $1} $3 == "ACCEPT" {a += $1} END {printf "%d packets forwarded between pods, %d dropped on their way off the bridge", a, d}');" \
@@ -227,17 +276,23 @@ check "every listener of the cluster is on 127.0.0.1 or the pod bridge ($NODE_IP
 # --- 3. the image, the backend, the chart ---------------------------------------------------------
 phase "image: load into containerd"
 mkdir -p "$CACHE/images"
-archive="$CACHE/images/${IMAGE_ID:0:16}.oci.tar"
-if [[ ! -s "$archive" ]]; then
-  find "$CACHE/images" -name '*.oci.tar' -delete
-  podman save --quiet --format oci-archive -o "$archive.tmp" "$IMAGE" && mv "$archive.tmp" "$archive" \
-    || { rm -f "$archive.tmp"; fail "podman save $IMAGE"; finish 1; }
+load_image() { # IMAGE ID: save it once (cached by id), import it into the node's containerd
+  local image="$1" id="$2" archive="$CACHE/images/${2:0:16}.oci.tar" loaded
+  if [[ ! -s "$archive" ]]; then
+    podman save --quiet --format oci-archive -o "$archive.tmp" "$image" && mv "$archive.tmp" "$archive" \
+      || { rm -f "$archive.tmp"; return 1; }
+  fi
+  ctr_k8s images import --all-platforms "$archive" >>"$KT/logs/import.log" 2>&1 || return 1
+  loaded="$(ctr_k8s images ls -q | grep -F "${image%:*}:" | head -1)"
+  [[ "$loaded" == "$image" ]] || ctr_k8s images tag "$loaded" "$image" >/dev/null 2>&1 || true
+  ctr_k8s images ls -q | grep -q -x -F "$image"
+}
+# Only this run's two archives are kept.
+find "$CACHE/images" -name '*.oci.tar' ! -name "${IMAGE_ID:0:16}.oci.tar" ! -name "${STDIO_IMAGE_ID:0:16}.oci.tar" -delete
+check "image $IMAGE (${IMAGE_ID:0:12}) loaded into the node's containerd" load_image "$IMAGE" "$IMAGE_ID"
+if [[ -n "$STDIO_IMAGE_ID" ]]; then
+  check "image $STDIO_IMAGE (${STDIO_IMAGE_ID:0:12}) loaded into the node's containerd" load_image "$STDIO_IMAGE" "$STDIO_IMAGE_ID"
 fi
-if ctr_k8s images import --all-platforms "$archive" >"$KT/logs/import.log" 2>&1; then
-  loaded="$(ctr_k8s images ls -q | grep -F "${IMAGE%:*}" | head -1)"
-  [[ "$loaded" == "$IMAGE" ]] || ctr_k8s images tag "$loaded" "$IMAGE" >/dev/null 2>&1 || true
-fi
-check "image $IMAGE (${IMAGE_ID:0:12}) loaded into the node's containerd" bash -c "ctr --address '$KT/containerd/containerd.sock' -n k8s.io images ls -q | grep -q -x -F '$IMAGE'"
 
 phase "install: backend, key Secret, helm install"
 kc create namespace "$NS" >/dev/null && NS_CREATED=1
@@ -382,5 +437,103 @@ upgrade_ok() {
 check "helm upgrade --set config.limits.max_holds=4321: new ConfigMap, pods rolled" upgrade_ok
 check "a two-round call through the Service after the upgrade" client flow
 check "the replica hop after the upgrade" client hop
+
+# --- 4. a second release on the stdio derived image -------------------------------------------------
+phase "stdio release: install, a call and an elicitation"
+STDIO_SELECTOR="app.kubernetes.io/instance=$STDIO_RELEASE,app.kubernetes.io/name=mrtr-gateway"
+# The chart's default resources (512Mi limit) and the default backend.max_sessions (256): more
+# server processes than the memory holds, on purpose: what happens when it runs out is the test.
+cat >"$KT/stdio-values.yaml" <<EOF
+image:
+  repository: ${STDIO_IMAGE%:*}
+  tag: "${STDIO_IMAGE##*:}"
+  pullPolicy: Never
+stateKeys:
+  existingSecret: $KEY_SECRET
+replicaCount: 1
+podDisruptionBudget:
+  enabled: false
+config:
+$([[ "${STDIO_MEMORY_GUARD:-}" == off ]] && printf '  limits: {stdio_memory_high: 1.0, stdio_memory_kill: 1.0}\n')
+  routes:
+    - name: everything
+      path: /everything/mcp
+      backend:
+        transport: stdio
+        command: ["/opt/mcp/node/bin/mcp-server-everything", "stdio"]
+    - name: demo
+      path: /mcp
+      backend:
+        url: http://$BACKEND_IP:8765/mcp
+EOF
+stdio_install_ok() {
+  [[ -n "$STDIO_IMAGE_ID" ]] || { note "no stdio image (its build failed above)"; return 1; }
+  hm install "$STDIO_RELEASE" "$CHART" -n "$NS" -f "$KT/stdio-values.yaml" --wait=watcher --timeout 180s \
+    >"$KT/helm-install-stdio.log" 2>&1 || { tail -20 "$KT/helm-install-stdio.log" | sed 's/^/      /'; return 1; }
+  kc -n "$NS" wait --for=condition=Ready pod -l "$STDIO_SELECTOR" --timeout 120s >/dev/null 2>&1 || return 1
+  note "$(kc -n "$NS" get pods -l "$STDIO_SELECTOR" -o wide --no-headers)"
+}
+check "helm install $STDIO_RELEASE: image $STDIO_IMAGE, a stdio route (server-everything) and an HTTP route, 1 replica, the chart's default resources" stdio_install_ok
+STDIO_SERVICE="http://$(kc -n "$NS" get service "$STDIO_RELEASE-mrtr-gateway" -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port}')"
+stdio_client() { "$PY" "$REPO/tests/kube/e2e.py" --kubectl "$KUBE_TOOLS/kubectl" --kubeconfig "$KT/admin.kubeconfig" \
+  --namespace "$NS" --selector "$STDIO_SELECTOR" --service "$STDIO_SERVICE" --ctr-address "$KT/containerd/containerd.sock" "$@"; }
+check "a call (echo) and an elicitation (trigger-elicitation-request, two requests) through the stdio route" \
+  stdio_client stdio --path /everything/mcp
+phase "stdio release: calls held until memory runs out"
+check "stdio calls held until the container's memory runs out: the gateway is not restarted, holds on the HTTP route finish right, no stdio hold lost" \
+  stdio_client oom --path /everything/mcp --other-path /mcp
+check "a call through the stdio route after it" stdio_client stdio --path /everything/mcp
+hm uninstall "$STDIO_RELEASE" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true
+
+# --- 5. every option of the chart on the 1.20 API server ---------------------------------------------
+phase "helm install ci/all-features-values.yaml"
+ALL_SELECTOR="app.kubernetes.io/instance=$ALL_RELEASE,app.kubernetes.io/name=mrtr-gateway"
+all_features_ok() {
+  [[ -n "$STDIO_IMAGE_ID" ]] || { note "no stdio image (its build failed above)"; return 1; }
+  # What the values name and a cluster provides beforehand: the key Secret, the backend key's
+  # Secret, the dashboard's namespace. The image is the derived one the values describe, loaded here.
+  kc create namespace monitoring >/dev/null 2>&1
+  kc -n "$NS" create secret generic gateway-state-keys --from-literal=state-keys="$STATE_KEY" >/dev/null
+  kc -n "$NS" create secret generic tickets-api-key --from-literal=api-key=not-used-here >/dev/null
+  if ! hm install "$ALL_RELEASE" "$CHART" -n "$NS" -f "$CHART/ci/all-features-values.yaml" \
+    --set image.repository="${STDIO_IMAGE%:*}",image.tag="${STDIO_IMAGE##*:}",image.digest=,image.pullPolicy=Never \
+    >"$KT/helm-install-all.log" 2>&1; then
+    tail -20 "$KT/helm-install-all.log" | sed 's/^/      /'
+    return 1
+  fi
+  note "$(grep -E '^(STATUS|REVISION)' "$KT/helm-install-all.log" | paste -sd' ' -)"
+  grep -E 'ServiceMonitor|PrometheusRule|HTTPRoute' "$KT/helm-install-all.log" | sed 's/^/      NOTES: /'
+  local made
+  made="$(hm get manifest "$ALL_RELEASE" -n "$NS" | python3 -c '
+import re, sys
+for d in sys.stdin.read().split("\n---"):
+    a = re.search(r"^apiVersion: (\S+)", d, re.M); k = re.search(r"^kind: (\S+)", d, re.M)
+    if a and k: print(f"{k.group(1)}({a.group(1)})")' | sort -u | paste -sd' ' -)"
+  note "created: $made"
+  local ok=0
+  grep -q 'PodDisruptionBudget(policy/v1beta1)' <<<"$made" || { note "no PodDisruptionBudget policy/v1beta1"; ok=1; }
+  grep -q 'HorizontalPodAutoscaler(autoscaling/v2beta2)' <<<"$made" || { note "no HorizontalPodAutoscaler autoscaling/v2beta2"; ok=1; }
+  if grep -q -E 'ServiceMonitor|PrometheusRule|HTTPRoute' <<<"$made"; then note "a CRD kind this cluster does not serve was rendered"; ok=1; fi
+  for kind in Deployment Service Ingress NetworkPolicy ConfigMap ServiceAccount; do
+    grep -q "$kind(" <<<"$made" || { note "no $kind"; ok=1; }
+  done
+  return $ok
+}
+check "helm install $ALL_RELEASE -f ci/all-features-values.yaml on the 1.20 API server: PDB policy/v1beta1, HPA autoscaling/v2beta2, CRD kinds skipped" all_features_ok
+all_features_pod_ok() {
+  # Hard anti-affinity and 3 replicas on a one-node cluster: one pod is scheduled, the others wait.
+  kc -n "$NS" wait --for=condition=Ready pod -l "$ALL_SELECTOR" --timeout 150s >/dev/null 2>&1
+  local pods ready
+  pods="$(kc -n "$NS" get pods -l "$ALL_SELECTOR" -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')"
+  sed 's/^/      /' <<<"$pods"
+  ready="$(awk '$3 == "True"' <<<"$pods" | wc -l)"
+  ((ready >= 1))
+}
+check "an $ALL_RELEASE pod Ready (the others Pending: hard anti-affinity on one node)" all_features_pod_ok
+ALL_SERVICE="http://$(kc -n "$NS" get service "$ALL_RELEASE-mrtr-gateway" -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port}')"
+check "$ALL_RELEASE's stdio route (mcp-server-time) answers get_current_time through the Service" \
+  "$PY" "$REPO/tests/kube/e2e.py" --kubectl "$KUBE_TOOLS/kubectl" --kubeconfig "$KT/admin.kubeconfig" \
+  --namespace "$NS" --selector "$ALL_SELECTOR" --service "$ALL_SERVICE" time --path /tools/mcp
+hm uninstall "$ALL_RELEASE" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true
 
 finish ok

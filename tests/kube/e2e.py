@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import glob
 import itertools
 import json
 import random
@@ -140,8 +141,10 @@ async def metric(http: aiohttp.ClientSession, ip: str, name: str, labels: dict[s
 # --- the 2026-07-28 client (BareClient of tests/harness.py, over raw HTTP) -------------------------
 
 
-def call_body(request_id: int, extra: dict[str, Any] | None = None) -> bytes:
-    params: dict[str, Any] = {"name": TOOL, "arguments": {}, **(extra or {})}
+def call_body(
+    request_id: int, extra: dict[str, Any] | None = None, tool: str = TOOL, arguments: dict[str, Any] | None = None
+) -> bytes:
+    params: dict[str, Any] = {"name": tool, "arguments": arguments or {}, **(extra or {})}
     params["_meta"] = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": CAPS,
@@ -163,10 +166,11 @@ class CutShort(Exception):
 
 
 async def post(
-    http: aiohttp.ClientSession, url: str, body: bytes, timeout: float = 30
+    http: aiohttp.ClientSession, url: str, body: bytes, timeout: float = 30, tool: str = TOOL
 ) -> tuple[int, dict[str, Any], float]:
     """(HTTP status, the JSON-RPC answer, Retry-After) of one POST; SSE or JSON."""
-    async with http.post(url, data=body, headers=HEADERS, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+    headers = HEADERS if tool == TOOL else {**HEADERS, "Mcp-Name": tool}
+    async with http.post(url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
         raw = await resp.read()
         retry_after = float(resp.headers.get("Retry-After", "0") or 0)
         if resp.content_type == "text/event-stream":
@@ -677,6 +681,301 @@ async def cmd_rotate(kube: Kube, service: str, http: aiohttp.ClientSession, args
     return ok
 
 
+# --- the stdio release ---------------------------------------------------------------------------------
+
+
+def error_of(message: dict[str, Any]) -> str:
+    error = message.get("error") or {}
+    data = error.get("data") or {}
+    return f"error {error.get('code')} {data.get('reason')}/{data.get('cause')}: {str(error.get('message'))[:120]}"
+
+
+EVERYTHING_TOOL = "trigger-elicitation-request"
+
+
+def everything_answers(result: dict[str, Any], name: str) -> tuple[dict[str, Any], bool, str]:
+    """Answers to one round of server-everything's trigger-elicitation-request: (answers, whether the
+    round holds the elicitation, problem). A new server process asks ``roots/list`` first."""
+    answers: dict[str, Any] = {}
+    elicits = False
+    for key, request in (result.get("inputRequests") or {}).items():
+        schema = (request.get("params") or {}).get("requestedSchema") or {}
+        if request.get("method") == "roots/list":
+            answers[key] = {"roots": []}
+        elif request.get("method") == "elicitation/create" and schema.get("required") == ["name"]:
+            answers[key] = {"action": "accept", "content": {"name": name}}
+            elicits = True
+        else:
+            return {}, False, f"unexpected input request: {json.dumps(request)[:160]}"
+    return answers, elicits, "" if answers else "a round with no input requests"
+
+
+async def elicitation_hold(http: aiohttp.ClientSession, url: str, ident: int) -> tuple[dict[str, Any], str]:
+    """server-everything's trigger-elicitation-request up to its elicitation round: (the retry that
+    answers it, '') with the call held meanwhile, else ({}, what came instead)."""
+    name = f"Ada-{secrets.token_hex(3)}"
+    extra: dict[str, Any] = {}
+    for step in range(3):
+        status, message, _ = await post(
+            http, url, call_body(ident * 10 + step, extra, tool=EVERYTHING_TOOL), tool=EVERYTHING_TOOL
+        )
+        result = message.get("result")
+        if not isinstance(result, dict) or result.get("resultType") != "input_required":
+            return {}, f"HTTP {status} {error_of(message) if 'error' in message else json.dumps(result)[:160]}"
+        answers, elicits, problem = everything_answers(result, name)
+        if problem:
+            return {}, problem
+        extra = {"inputResponses": answers, "requestState": result.get("requestState")}
+        if elicits:
+            return extra | {"name": name, "ident": ident}, ""
+    return {}, "no elicitation in 3 rounds"
+
+
+async def finish_elicitation(http: aiohttp.ClientSession, url: str, retry: dict[str, Any]) -> tuple[str, str]:
+    """The retry of a held trigger-elicitation-request, and of any ``roots/list`` round the server
+    asks after it: ('right' | 'wrong' | 'failed', detail)."""
+    extra = {"inputResponses": retry["inputResponses"], "requestState": retry["requestState"]}
+    steps: list[str] = []
+    for step in range(3):
+        status, message, _ = await post(
+            http, url, call_body(retry["ident"] * 10 + 5 + step, extra, tool=EVERYTHING_TOOL), tool=EVERYTHING_TOOL
+        )
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return "failed", " -> ".join([*steps, f"HTTP {status} {error_of(message)}"])
+        if result.get("resultType") == "input_required":
+            answers, elicits, problem = everything_answers(result, retry["name"])
+            methods = ",".join(r.get("method", "?") for r in (result.get("inputRequests") or {}).values())
+            steps.append(f"HTTP {status} input_required({methods})")
+            if problem or elicits:
+                return "wrong", " -> ".join([*steps, problem or "asked again"])
+            extra = {"inputResponses": answers, "requestState": result.get("requestState")}
+            continue
+        text = text_of(result)
+        right = "User provided the requested information" in text and f"- Name: {retry['name']}" in text
+        return ("right" if right else "wrong"), " -> ".join([*steps, f"HTTP {status} {text[:80]!r}"])
+    return "wrong", " -> ".join([*steps, "no final answer"])
+
+
+async def cmd_stdio(kube: Kube, service: str, http: aiohttp.ClientSession, path: str) -> bool:
+    url = service + path
+    word = f"hi from the cluster {secrets.token_hex(3)}"
+    extra: dict[str, Any] = {}
+    rounds = []
+    for step in range(3):  # a new server process asks roots/list before its first call goes on
+        body = call_body(1 + step, extra, tool="echo", arguments={"message": word})
+        status, message, _ = await post(http, url, body, tool="echo")
+        result = message.get("result") or {}
+        if result.get("resultType") != "input_required":
+            break
+        answers, _, problem = everything_answers(result, "")
+        rounds.append(",".join(r.get("method", "?") for r in (result.get("inputRequests") or {}).values()))
+        if problem or any("roots/list" not in r for r in rounds):
+            say(f"echo: {problem or 'a round that is not roots/list'}")
+            return False
+        extra = {"inputResponses": answers, "requestState": result.get("requestState")}
+    echoed = text_of(message.get("result") or {})
+    steps = [*(f"input_required({r})" for r in rounds), f"HTTP {status} {echoed!r}"]
+    say(f"echo through {url}: {' -> '.join(steps)}" + ("" if "result" in message else f" {error_of(message)}"))
+    retry, problem = await elicitation_hold(http, url, 2)
+    if problem:
+        say(f"trigger-elicitation-request, first request: {problem}")
+        return False
+    verdict, detail = await finish_elicitation(http, url, retry)
+    say(
+        f"trigger-elicitation-request: input_required (elicitation/create asking a name)"
+        f" -> answered {retry['name']}: {detail}"
+    )
+    return echoed == f"Echo: {word}" and verdict == "right"
+
+
+async def cmd_time(kube: Kube, service: str, http: aiohttp.ClientSession, path: str) -> bool:
+    tool, url = "get_current_time", service + path
+    status, message, _ = await post(http, url, call_body(1, tool=tool, arguments={"timezone": "Etc/UTC"}), tool=tool)
+    text = text_of(message.get("result") or {})
+    say(
+        f"{tool} through {url}: HTTP {status} {text[:120]!r}" + ("" if "result" in message else f" {error_of(message)}")
+    )
+    return status == 200 and '"timezone": "Etc/UTC"' in text
+
+
+@dataclass
+class Memcg:
+    """The gateway container's memory cgroup on this node (cgroup v1, as the kubelet here runs it)."""
+
+    path: str
+
+    @classmethod
+    def of(cls, container: str) -> Memcg | None:
+        found = glob.glob(f"/sys/fs/cgroup/memory/kubepods/**/{container}", recursive=True)
+        return cls(found[0]) if found else None
+
+    def read(self, name: str) -> str:
+        with open(f"{self.path}/{name}") as f:
+            return f.read()
+
+    def oom_kills(self) -> int:
+        fields = dict(line.split() for line in self.read("memory.oom_control").splitlines() if line.strip())
+        return int(fields.get("oom_kill", 0))
+
+    def usage_mib(self) -> float:
+        return int(self.read("memory.usage_in_bytes")) / 2**20
+
+    def processes(self) -> list[tuple[int, str, int, int]]:
+        """(pid, command, oom_score_adj, RSS KiB) of every process in the container."""
+        out = []
+        for pid in self.read("cgroup.procs").split():
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/{pid}/oom_score_adj") as f:
+                    adj = int(f.read())
+                with open(f"/proc/{pid}/status") as f:
+                    rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+            except (OSError, ValueError):
+                continue
+            out.append((int(pid), comm, adj, rss))
+        return out
+
+
+async def cmd_oom(kube: Kube, service: str, http: aiohttp.ClientSession, args: argparse.Namespace) -> bool:
+    """Calls held on the stdio route, one more every 0.3 s, until the container's memory runs out
+    (the kernel's OOM killer fired in its cgroup, or the gateway refused a new server for memory),
+    with calls held on another route of the same pod meanwhile."""
+    (pod,) = await kube.ready_pods()
+    memcg = Memcg.of(pod["container"])
+    if memcg is None:
+        say(f"no memory cgroup found for container {pod['container'][:12]}")
+        return False
+    limit = int(memcg.read("memory.limit_in_bytes")) / 2**20
+    kills_before, restarts_before = memcg.oom_kills(), pod["restarts"]
+    gateway = [p for p in memcg.processes() if p[1] != "node"]
+    say(
+        f"pod {pod['name']}: memory limit {limit:.0f} MiB, in use {memcg.usage_mib():.0f} MiB;"
+        f" processes (pid, command, oom_score_adj, RSS KiB): {memcg.processes()}"
+    )
+    other_url, url = pod_url(pod["ip"], args.other_path), pod_url(pod["ip"], args.path)
+    others = []
+    for index in range(4):
+        name, color = f"other{index}-{secrets.token_hex(3)}", "teal"
+        status, message, _ = await post(http, other_url, call_body(100 + index))
+        result = message.get("result") or {}
+        answers, problem = answers_for(result, name, color)
+        if problem:
+            say(f"hold {index} on {args.other_path}: HTTP {status} {problem} {error_of(message)}")
+            return False
+        others.append((name, color, {"inputResponses": answers, "requestState": result.get("requestState")}))
+    say(f"{len(others)} calls held on {args.other_path} (ask_two, first round)")
+    held: list[dict[str, Any]] = []
+    refusals: collections.Counter[str] = collections.Counter()
+    after_out = 0
+    started = time.monotonic()
+    gone = False  # the container's cgroup vanished: its main process, the gateway, was killed
+    for ident in range(1000, 1000 + args.max_holds):
+        try:
+            retry, problem = await elicitation_hold(http, url, ident)
+        except (aiohttp.ClientError, TimeoutError, CutShort) as exc:
+            retry, problem = {}, type(exc).__name__
+        if problem:
+            refusals[problem[:90]] += 1
+        else:
+            held.append(retry)
+        try:
+            after_out += memcg.oom_kills() > kills_before or any("memory_high" in r for r in refusals)
+        except FileNotFoundError:
+            gone = True
+            break
+        if after_out >= 4:
+            break
+        await asyncio.sleep(0.3)
+    took = time.monotonic() - started
+    if gone:
+        kills = 1
+        say(
+            f"after {took:.0f}s: {len(held)} stdio calls held, refused {dict(refusals)}; the container's memory"
+            " cgroup is gone: the kernel's OOM killer took the gateway"
+        )
+    else:
+        kills = memcg.oom_kills() - kills_before
+        procs = memcg.processes()
+        say(
+            f"after {took:.0f}s: {len(held)} stdio calls held, refused {dict(refusals)};"
+            f" kernel OOM kills in the container: {kills}; in use {memcg.usage_mib():.0f} of {limit:.0f} MiB;"
+            f" {sum(1 for p in procs if p[1] == 'node')} node processes"
+        )
+        say(
+            f"processes now (pid, command, oom_score_adj, RSS KiB): {[p for p in procs if p[1] != 'node']};"
+            f" node processes' oom_score_adj: {sorted({p[2] for p in procs if p[1] == 'node'})}"
+        )
+        gateway_now = [p[0] for p in procs if p[1] != "node"]
+    await asyncio.sleep(2)
+    for _ in range(20 if gone else 1):  # a killed container's restart takes the kubelet a moment to report
+        (now,) = [p for p in await kube.pods() if p["name"] == pod["name"]] or [{"restarts": -1}]
+        if now["restarts"] != restarts_before:
+            break
+        await asyncio.sleep(1)
+    restarted = gone or now["restarts"] != restarts_before
+    say(
+        f"gateway container restarts: {restarts_before} -> {now['restarts']};"
+        f" gateway processes before {[p[0] for p in gateway]}, now {'-' if gone else gateway_now}"
+    )
+    other_right = 0
+    for index, (name, color, extra) in enumerate(others):
+        try:
+            status, message, _ = await post(http, other_url, call_body(200 + index, extra))
+            result = message.get("result") or {}
+            answers, problem = answers_for(result, name, color)
+            if not problem:
+                extra2 = {"inputResponses": answers, "requestState": result.get("requestState")}
+                status, message, _ = await post(http, other_url, call_body(300 + index, extra2))
+            text = text_of(message.get("result") or {})
+            other_right += text == f"name={name};color={color}"
+            if text != f"name={name};color={color}":
+                say(f"hold {index} on {args.other_path}: HTTP {status} {text!r} {error_of(message)}")
+        except (aiohttp.ClientError, TimeoutError, CutShort) as exc:
+            say(f"hold {index} on {args.other_path}: {type(exc).__name__}")
+    verdicts: collections.Counter[str] = collections.Counter()
+    details: collections.Counter[str] = collections.Counter()
+    for retry in held:
+        try:
+            verdict, detail = await finish_elicitation(http, url, retry)
+        except (aiohttp.ClientError, TimeoutError, CutShort) as exc:
+            verdict, detail = "lost", type(exc).__name__
+        verdicts[verdict] += 1
+        if verdict != "right":
+            details[detail] += 1
+    clear = sum(n for d, n in details.items() if "backend_unavailable" in d)
+    say(f"{args.other_path} holds finished right: {other_right}/{len(others)}")
+    say(f"stdio holds answered: {dict(verdicts)}; not right: {dict(details)}")
+    # A new call past the memory is refused by the gateway (503 overloaded, memory_high) or, if the
+    # kernel killed its server while it started, fails with backend_unavailable; nothing else.
+    odd = {r: n for r, n in refusals.items() if "overloaded/memory_high" not in r and "backend_unavailable" not in r}
+    if odd:
+        say(f"new calls refused otherwise: {odd}")
+    guard = []
+    with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+        kills_metric = await metric(http, pod["ip"], "mrtr_gateway_stdio_memory_kills_total")
+        guard.append(f"stdio_memory_kills_total {kills_metric:.0f}")
+        refused = await metric(http, pod["ip"], "mrtr_gateway_requests_total", {"outcome": "error:memory_high"})
+        guard.append(f'requests_total{{outcome="error:memory_high"}} {refused:.0f}')
+        for kind in ("working_set", "limit"):
+            value = await metric(http, pod["ip"], "mrtr_gateway_container_memory_bytes", {"kind": kind})
+            guard.append(f"container_memory_bytes{{kind={kind}}} {value / 2**20:.0f} MiB")
+    say("the gateway's memory guard: " + "; ".join(guard))
+    ran_out = kills > 0 or any("memory_high" in r for r in refusals)
+    if not ran_out:
+        say("memory never ran out (no kernel OOM kill, no refusal for memory): the test proved nothing")
+    return (
+        ran_out
+        and not restarted
+        and not odd
+        and other_right == len(others)
+        and verdicts["wrong"] == 0
+        and verdicts["lost"] == 0
+        and verdicts["failed"] == clear
+    )
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubectl", required=True)
@@ -698,6 +997,14 @@ async def main() -> int:
     rotate = sub.add_parser("rotate")
     rotate.add_argument("--secret", required=True)
     rotate.add_argument("--old-key", required=True)
+    stdio = sub.add_parser("stdio")
+    stdio.add_argument("--path", required=True)
+    timed = sub.add_parser("time")
+    timed.add_argument("--path", required=True)
+    oom = sub.add_parser("oom")
+    oom.add_argument("--path", required=True)
+    oom.add_argument("--other-path", required=True)
+    oom.add_argument("--max-holds", type=int, default=80)
     args = parser.parse_args()
     kube = Kube(args.kubectl, args.kubeconfig, args.namespace, args.selector, args.ctr_address)
     connector = aiohttp.TCPConnector(limit=100, force_close=True)
@@ -710,8 +1017,14 @@ async def main() -> int:
             ok = await cmd_hop(kube, args.service, http)
         elif args.command == "load":
             ok = await cmd_load(kube, args.service, http, args)
-        else:
+        elif args.command == "rotate":
             ok = await cmd_rotate(kube, args.service, http, args)
+        elif args.command == "stdio":
+            ok = await cmd_stdio(kube, args.service, http, args.path)
+        elif args.command == "time":
+            ok = await cmd_time(kube, args.service, http, args.path)
+        else:
+            ok = await cmd_oom(kube, args.service, http, args)
     return 0 if ok else 1
 
 
