@@ -11,6 +11,7 @@ a cancelled task's ``tasks/result`` with an empty result.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -228,3 +229,93 @@ async def test_a_task_created_on_one_replica_is_polled_answered_and_completed_th
     assert reported["status"] == "completed", reported
     assert text_of(reported["result"]) == "report: replicas"
     assert same == reported
+
+
+def answered(reply: tuple[int, dict[str, Any] | None]) -> bool:
+    """HTTP 200 and a JSON-RPC result for the request."""
+    status, message = reply
+    return status == 200 and message is not None and "result" in message
+
+
+class LegacySession:
+    """A bare 2025-11-25 streamable-HTTP session on the fixture server, no gateway in between."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self._http, self._url = http, url
+        self._headers = {"Accept": "application/json, text/event-stream"}
+        self._ids = iter(range(1, 1000))
+
+    async def open(self) -> LegacySession:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}
+        async with self._http.post(self._url, json=body, headers=self._headers) as resp:
+            assert resp.status == 200, await resp.text()
+            session_id = resp.headers["Mcp-Session-Id"]
+            await resp.read()
+        self._headers = {**self._headers, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with self._http.post(self._url, json=initialized, headers=self._headers) as resp:
+            assert resp.status == 202, await resp.text()
+        return self
+
+    async def request(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+        """The HTTP status and the JSON-RPC response to the request (None: the stream ended without it)."""
+        request_id = next(self._ids)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        async with self._http.post(self._url, json=body, headers=self._headers) as resp:
+            text = await resp.text()
+        for line in text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                message: dict[str, Any] = json.loads(line[5:])
+                if message.get("id") == request_id:
+                    return resp.status, message
+        return resp.status, None
+
+    async def hold(self, label: str) -> str:
+        params = {"name": "hold", "arguments": {"label": label}, "task": {"ttl": 60_000}}
+        status, created = await self.request("tools/call", params)
+        assert answered((status, created)), (status, created)
+        assert created is not None
+        task_id: str = created["result"]["task"]["taskId"]
+        return task_id
+
+    async def close(self) -> None:
+        async with self._http.delete(self._url, headers=self._headers):
+            pass
+
+
+async def test_the_fixture_keeps_its_session_when_a_cancelled_hold_returns(
+    legacy_tasks: str, http: aiohttp.ClientSession
+) -> None:
+    """The fixture server alone: a ``hold`` task's work that sees its task cancelled and returns leaves
+    the session that ran it working (the request in flight on it, another task's held ``tasks/result``,
+    included). mcp 1.30.0's ``run_task`` completes a returned result unless the work's own copy of its
+    task reads terminal; on a task cancelled by ``tasks/cancel`` that copy is stale, ``complete()`` and
+    then ``fail()`` raise, and the error ends the server session whose ``TaskSupport`` group the work
+    ran in: behind the gateway, a call on that session was cut (502 ``stream_closed``)."""
+    one = await LegacySession(http, legacy_tasks).open()
+    cancelled, kept = await one.hold("fixture-cancelled"), await one.hold("fixture-kept")
+    other = await LegacySession(http, legacy_tasks).open()  # opened after the tasks: their work is not in its group
+    held = asyncio.create_task(one.request("tasks/result", {"taskId": kept}))
+    try:
+        first = await one.request("tasks/cancel", {"taskId": cancelled})
+
+        async def noticed() -> bool:
+            status, seen = await other.request("tools/call", {"name": "cancels_seen", "arguments": {}})
+            assert answered((status, seen)), (status, seen)
+            assert seen is not None
+            labels: list[str] = json.loads(text_of(seen["result"]))["noticed"]
+            return "fixture-cancelled" in labels
+
+        await eventually(noticed, what="the cancelled hold's work saw its task cancelled", timeout=10)
+        after = await one.request("tools/call", {"name": "cancels_seen", "arguments": {}})
+        second = await one.request("tasks/cancel", {"taskId": kept})
+        ended = await held
+    finally:
+        held.cancel()
+        await one.close()
+        await other.close()
+    assert answered(first), first
+    assert answered(after), after  # the session outlived the cancelled task's work
+    assert answered(second), second
+    assert answered(ended), ended  # the other task's held tasks/result was not cut

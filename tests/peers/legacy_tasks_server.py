@@ -13,7 +13,8 @@ them is answered "Task not found". Tools:
 * ``ask_name`` (``required``) - asks ``elicitation/create`` (a form with ``name``) through the task,
   then answers ``hello <name>`` (or ``action=<action>`` when not accepted);
 * ``hold`` (``required``) - works until its task is cancelled (bounded to two minutes), answering
-  ``held <label>``;
+  ``held <label>``; once cancelled it refreshes its context's copy of the task first, or 1.30.0's
+  ``run_task`` would try to complete the cancelled task and end a server session with the error;
 * ``quick_sum`` (``optional``) - ``a + b``, as a task when the call asks for one;
 * ``crash`` (``required``) - its work raises: 1.30.0 marks the task ``failed`` (the exception's text its
   ``statusMessage``) and answers ``tasks/result`` with the ``related-task`` ``_meta`` alone, no
@@ -128,6 +129,12 @@ def build_server() -> Server[Any, Any]:
                 current = await support.store.get_task(task.task_id)
                 if current is None or current.status == "cancelled":
                     noticed.append(label)
+                    # run_task() completes what the work returns unless the work's own copy of its task
+                    # reads terminal, and only the work's updates refresh that copy: without this one,
+                    # complete() and then fail() raise on the cancelled task, and the error ends the
+                    # server session whose task group the work runs in (mcp 1.30.0).
+                    if current is not None:
+                        await task.update_status("cancelled", notify=False)
                     break
                 await anyio.sleep(0.05)
         return _text(f"held {label}")
