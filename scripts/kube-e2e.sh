@@ -31,7 +31,7 @@
 #   5. `helm install` of helm/mrtr-gateway/ci/all-features-values.yaml (image: the stdio image) on the
 #      1.20 API server: every object the cluster serves is created with the API version it serves,
 #      the CRD kinds it does not serve (ServiceMonitor, PrometheusRule, HTTPRoute) are skipped, and
-#      its stdio route answers a call;
+#      its stdio route answers a call; and of the chart's defaults (the key Secret and image aside);
 #   6. tears everything down, on success and on failure (trap), restores the sysctls, and checks that
 #      the host's state equals the one recorded; prints `N passed, M failed` and the phases' times.
 #
@@ -535,5 +535,21 @@ check "$ALL_RELEASE's stdio route (mcp-server-time) answers get_current_time thr
   "$PY" "$REPO/tests/kube/e2e.py" --kubectl "$KUBE_TOOLS/kubectl" --kubeconfig "$KT/admin.kubeconfig" \
   --namespace "$NS" --selector "$ALL_SELECTOR" --service "$ALL_SERVICE" time --path /tools/mcp
 hm uninstall "$ALL_RELEASE" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true
+
+# --- 6. the chart's defaults on the 1.20 API server ---------------------------------------------------
+phase "helm install with the chart's defaults"
+DEF_RELEASE=gwdef
+defaults_ok() {
+  # Only what has no default (the key Secret) and this node's image; every other value the chart's own.
+  hm install "$DEF_RELEASE" "$CHART" -n "$NS" --set stateKeys.existingSecret="$KEY_SECRET" \
+    --set image.repository="${IMAGE%:*}",image.tag="${IMAGE##*:}",image.pullPolicy=Never \
+    --wait=watcher --timeout 180s >"$KT/helm-install-defaults.log" 2>&1 \
+    || { tail -20 "$KT/helm-install-defaults.log" | sed 's/^/      /'; return 1; }
+  note "$(grep -E '^(STATUS|REVISION)' "$KT/helm-install-defaults.log" | paste -sd' ' -); objects: $(hm get manifest "$DEF_RELEASE" -n "$NS" \
+    | grep -E '^kind: ' | sed 's/^kind: //' | sort | paste -sd' ' -)"
+  kc -n "$NS" wait --for=condition=Ready pod -l "app.kubernetes.io/instance=$DEF_RELEASE" --timeout 120s >/dev/null 2>&1
+}
+check "helm install $DEF_RELEASE with the chart's default values (the key Secret and the image aside): pods Ready" defaults_ok
+hm uninstall "$DEF_RELEASE" -n "$NS" --wait --timeout 60s >/dev/null 2>&1 || true
 
 finish ok
