@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -38,6 +39,9 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S10
 _CLIENT_KEY = "client_credentials"
 MAX_SUBJECTS = 10_000
 """Most callers whose latest client token is remembered per token_exchange route."""
+clock: Callable[[], float] = time.monotonic
+"""The monotonic clock a route's token lifetimes are measured on, taken when its credentials are
+built (a test puts a fake one here before the app starts)."""
 
 
 def secret_source(route: RouteConfig, index: int) -> SecretSource | None:
@@ -96,7 +100,8 @@ class RouteCredentials:
         self._secret = secret_source(route, index)
         if auth.mode == "passthrough":
             log.warning("backend_token_passthrough", route=route.name)
-        self._cache = TokenCache(auth.failure_cache)
+        self._clock = clock
+        self._cache = TokenCache(auth.failure_cache, self._clock)
         self._endpoint = TokenEndpoint(
             url=auth.token_url or "",
             client_id=auth.client_id or "",
@@ -162,7 +167,7 @@ class RouteCredentials:
         if auth.scope:
             form["scope"] = auth.scope
         value, expires_in = await request_token(self._http, self._endpoint, form, await self.secret())
-        refresh_at, expires = lifetime_of(expires_in, cap, time.monotonic(), time.time())
+        refresh_at, expires = lifetime_of(expires_in, cap, self._clock(), time.time())
         return Token(value, refresh_at, expires)
 
 

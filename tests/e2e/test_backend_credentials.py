@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_backend import FakeBackend
 from harness import BareClient, accept, listen_request, relay, route, running_gateway, serving
 
+from gateway.backend_auth import credentials
 from gateway.config.load import ConfigError
 
 Backend = tuple[FakeBackend, str]
@@ -154,6 +155,28 @@ def _client_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SECRET_ENV, CLIENT_SECRET)
 
 
+class TokenClock:
+    """The gateway's clock of backend token lifetimes (``gateway.backend_auth.credentials.clock``),
+    standing still until the test moves it on."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def token_clock(monkeypatch: pytest.MonkeyPatch) -> TokenClock:
+    """The clock of the gateways the test starts (set before they start: a route takes it when built)."""
+    clock = TokenClock()
+    monkeypatch.setattr(credentials, "clock", clock)
+    return clock
+
+
 async def two_rounds(client: BareClient) -> str:
     first = await client.call_tool("ask_two")
     assert first.result["resultType"] == "input_required", first.body
@@ -199,7 +222,7 @@ async def test_every_backend_request_of_a_two_round_call_carries_an_audience_bou
 
 
 async def test_an_expired_backend_token_is_refreshed_without_the_client_noticing(
-    fake_backend: Backend, http: aiohttp.ClientSession
+    fake_backend: Backend, http: aiohttp.ClientSession, token_clock: TokenClock
 ) -> None:
     _, url = fake_backend
     async with (
@@ -208,15 +231,16 @@ async def test_an_expired_backend_token_is_refreshed_without_the_client_noticing
     ):
         client = BareClient(http, gw.url(), authorization=f"Bearer {client_token()}")
         assert (await client.call_tool("add", {"a": 1, "b": 2})).text == "3"
-        await asyncio.sleep(2.2)  # deliberate: waits out the backend token's 2 s lifetime
+        token_clock.advance(2.2)  # past the backend token's 2 s lifetime (its expires_in)
         assert (await client.call_tool("add", {"a": 2, "b": 2})).text == "4"
         assert (await authz.stats())["client_credentials"] == 2
         assert all(s.valid for s in guard.seen)
+        assert guard.seen[-1].authorization != guard.seen[0].authorization  # the new token was used
 
 
 @pytest.mark.parametrize("mode", ["client_credentials", "token_exchange"])
 async def test_a_call_held_past_the_backend_tokens_lifetime_answers_with_a_fresh_token(
-    mode: str, fake_backend: Backend, http: aiohttp.ClientSession
+    mode: str, fake_backend: Backend, http: aiohttp.ClientSession, token_clock: TokenClock
 ) -> None:
     _, url = fake_backend
     async with (
@@ -227,7 +251,7 @@ async def test_a_call_held_past_the_backend_tokens_lifetime_answers_with_a_fresh
         client = BareClient(http, gw.url(), authorization=f"Bearer {mine}")
         first = await client.call_tool("ask_city")
         (key,) = first.result["inputRequests"]
-        await asyncio.sleep(2.5)  # deliberate: the token the call started with expires (2 s lifetime)
+        token_clock.advance(2.5)  # the token the call started with expires (2 s lifetime)
         final = await client.retry("ask_city", first.result["requestState"], {key: accept(city="Oslo")})
         assert final.result["resultType"] == "complete", final.body
         assert "Oslo" in final.text

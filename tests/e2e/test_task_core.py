@@ -23,13 +23,12 @@ from mcp_types.jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
 )
+from task_client import DECLARING, TASKS, ack_only, created, get, reaches, task_request, tasks_route
 from waiting import eventually
 
 from gateway import keys
 from gateway.observability import requests
 
-EXT = "io.modelcontextprotocol/tasks"
-TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXT: {}}}
 NOT_FOUND = "Failed to retrieve task: Task not found"
 Backend = tuple[FakeBackend, str]
 GATEWAY = Path(__file__).resolve().parents[2] / "gateway"
@@ -69,33 +68,18 @@ async def tasks_gateway(
     http: aiohttp.ClientSession, url: str, *, backend: dict[str, Any] | None = None, **config: Any
 ) -> AsyncIterator[BareClient]:
     tasks = config.pop("tasks", tasks_config())
-    routes = [route("t", "/mcp", url, tasks=tasks, backend=backend or {})]
-    async with running_gateway(routes, **config) as gw:
-        yield BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
+    async with running_gateway([tasks_route(url, name="t", backend=backend, **tasks)], **config) as gw:
+        yield BareClient(http, gw.url(), capabilities=dict(DECLARING))
 
 
-async def task_request(client: BareClient, method: str, task_id: str, **params: Any) -> Reply:
-    return await client.request(method, {"taskId": task_id, **params}, headers={"Mcp-Name": task_id})
-
-
-async def settled(client: BareClient, task_id: str, status: str, timeout: float = 10.0) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        result = (await task_request(client, "tasks/get", task_id)).result
-        return result if result["status"] == status else None
-
-    found: dict[str, Any] = await eventually(probe, what=f"task {status}", timeout=timeout, interval=0.05)
-    return found
-
-
-def created(reply: Reply) -> str:
-    result = reply.result
-    assert result["resultType"] == "task", result
-    assert result["status"] == "working"
-    assert not {"inputRequests", "result", "error", "requestState", "task", "ttl", "pollInterval"} & set(result)
-    assert result["createdAt"] == result["lastUpdatedAt"]
-    assert result["ttlMs"] == 3_600_000
-    assert result["pollIntervalMs"] == 2000
-    task_id: str = result["taskId"]
+def new_task(reply: Reply) -> str:
+    """The id of the task ``reply`` made on this module's route ``t``, as yet untouched, with the
+    gateway's defaults (a one-hour ttl, a 2 s poll interval)."""
+    task = created(reply)
+    assert task["createdAt"] == task["lastUpdatedAt"]
+    assert task["ttlMs"] == 3_600_000
+    assert task["pollIntervalMs"] == 2000
+    task_id: str = task["taskId"]
     assert task_id.startswith("t1.")
     return task_id
 
@@ -104,11 +88,11 @@ async def test_discover_advertises_the_extension_only_where_tasks_are_on(
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    routes = [route("on", "/on", url, tasks={"enabled": True}), route("off", "/off", url)]
+    routes = [tasks_route(url, name="on", path="/on"), route("off", "/off", url)]
     async with running_gateway(routes) as gw:
         on = (await BareClient(http, gw.url("/on")).request("server/discover")).result
         off = (await BareClient(http, gw.url("/off")).request("server/discover")).result
-    assert on["capabilities"]["extensions"] == {EXT: {}}
+    assert on["capabilities"]["extensions"] == {TASKS: {}}
     assert "tasks" not in on["capabilities"]
     assert "extensions" not in off["capabilities"]
 
@@ -118,7 +102,7 @@ async def test_tasks_methods_on_a_route_without_tasks_are_unknown(
 ) -> None:
     _, url = fake_backend
     async with running_gateway([route("t", "/mcp", url)]) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
         reply = await task_request(client, "tasks/get", "t1.x")
         assert reply.error["code"] == METHOD_NOT_FOUND
         assert reply.status == 404
@@ -139,7 +123,7 @@ async def test_removed_methods_stay_unknown_and_the_checks_come_in_order(
             reply = await client.request(method, {"taskId": "gate-test"}, capabilities=ALL_CAPS)
             assert reply.status == 400
             assert reply.error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
-            assert reply.error["data"] == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+            assert reply.error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         mismatch = await client.request("tasks/get", {"taskId": "gate-test"}, headers={"Mcp-Name": "other"})
         assert mismatch.error["code"] == HEADER_MISMATCH
         unnamed = await client.request("tasks/get", {"taskId": "gate-test"})
@@ -163,12 +147,12 @@ async def test_a_silent_call_past_backend_timeout_becomes_a_task_and_completes(
     _, url = fake_backend
     async with tasks_gateway(http, url, backend={"timeout": 1}) as client:
         reply = await client.call_tool("slow", {"seconds": 2})
-        task_id = created(reply)
-        first = (await task_request(client, "tasks/get", task_id)).result
+        task_id = new_task(reply)
+        first = await get(client, task_id)
         assert first["resultType"] == "complete"
         assert first["taskId"] == task_id
         assert first["status"] == "working"
-        done = await settled(client, task_id, "completed")
+        done = await reaches(client, task_id, "completed")
         assert done["result"]["content"] == [{"type": "text", "text": "slept"}]
         assert done["result"]["isError"] is False
         assert "requestState" not in done
@@ -191,7 +175,7 @@ async def test_without_the_extension_a_call_runs_as_before_or_is_refused_by_its_
         assert plain.result["resultType"] == "complete"
         refused = await client.call_tool("echo", {"text": "x"}, capabilities=ALL_CAPS)
         assert refused.error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
-        assert refused.error["data"] == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+        assert refused.error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         legacy = await client.call_tool("slow", {"seconds": 0}, capabilities=ALL_CAPS, extra={"task": {"ttl": 1}})
         assert legacy.result["resultType"] == "complete", "a legacy params.task changes nothing"
 
@@ -213,8 +197,8 @@ async def test_questions_inside_a_task_are_answered_through_tasks_update(
 ) -> None:
     _, url = fake_backend
     async with tasks_gateway(http, url) as client:
-        task_id = created(await client.call_tool("slow_then_ask", {"seconds": 0.1}))
-        asked = await settled(client, task_id, "input_required")
+        task_id = new_task(await client.call_tool("slow_then_ask", {"seconds": 0.1}))
+        asked = await reaches(client, task_id, "input_required")
         (key,) = asked["inputRequests"]
         assert asked["inputRequests"][key]["method"] == "elicitation/create"
         assert len(key) >= 20, "a key the gateway minted, never the backend's JSON-RPC id"
@@ -222,17 +206,16 @@ async def test_questions_inside_a_task_are_answered_through_tasks_update(
         assert ignored.result == {"resultType": "complete", **_meta(ignored)}
         bad = await task_request(client, "tasks/update", task_id, inputResponses={key: {"action": "maybe"}})
         assert bad.error["code"] == INVALID_PARAMS
-        again = (await task_request(client, "tasks/get", task_id)).result
+        again = await get(client, task_id)
         assert list(again["inputRequests"]) == [key], "nothing applied: the same key is still outstanding"
         assert again["lastUpdatedAt"] == asked["lastUpdatedAt"]
         ack = await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Paris")})
-        assert ack.result["resultType"] == "complete"
-        assert not {"taskId", "status", "result", "error", "inputRequests"} & set(ack.result)
+        ack_only(ack)
         # A resend of the update (its answer lost on the way back) gets the same acknowledgement, and
         # the answer is not posted twice: the key is no longer outstanding (issue 26).
         resent = await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Paris")})
         assert resent.result == ack.result
-        done = await settled(client, task_id, "completed")
+        done = await reaches(client, task_id, "completed")
         assert done["result"]["content"][0]["text"] == "city=Paris"
 
 
@@ -243,14 +226,14 @@ def _meta(reply: Reply) -> dict[str, Any]:
 async def test_progress_becomes_the_status_message(http: aiohttp.ClientSession, fake_backend: Backend) -> None:
     _, url = fake_backend
     async with tasks_gateway(http, url) as client:
-        task_id = created(await client.call_tool("slow_progress", {"seconds": 0.5}))
+        task_id = new_task(await client.call_tool("slow_progress", {"seconds": 0.5}))
 
         async def message() -> str | None:
-            result = (await task_request(client, "tasks/get", task_id)).result
+            result = await get(client, task_id)
             return result.get("statusMessage")
 
         assert await eventually(message, what="the progress message", timeout=5) == "warming"
-        await settled(client, task_id, "completed")
+        await reaches(client, task_id, "completed")
 
 
 async def test_a_json_rpc_error_fails_the_task_and_a_tool_error_completes_it(
@@ -259,13 +242,13 @@ async def test_a_json_rpc_error_fails_the_task_and_a_tool_error_completes_it(
     _, url = fake_backend
     tasks = tasks_config(tools={"rpc_error": {"mode": "always"}, "slow": {"mode": "always"}})
     async with tasks_gateway(http, url, tasks=tasks) as client:
-        failed = await settled(client, created(await client.call_tool("rpc_error", {"seconds": 0.1})), "failed")
+        failed = await reaches(client, new_task(await client.call_tool("rpc_error", {"seconds": 0.1})), "failed")
         assert failed["error"]["code"] == INTERNAL_ERROR
         assert "rpc_error" in failed["error"]["message"]
         assert failed["statusMessage"] == failed["error"]["message"]
         assert "result" not in failed
-        tool_error = created(await client.call_tool("slow", {"seconds": -1}))
-        completed = await settled(client, tool_error, "completed")
+        tool_error = new_task(await client.call_tool("slow", {"seconds": -1}))
+        completed = await reaches(client, tool_error, "completed")
         assert completed["result"]["isError"] is True
 
 
@@ -274,10 +257,9 @@ async def test_cancel_ends_the_task_at_once_and_cancels_the_backend(
 ) -> None:
     fake, url = fake_backend
     async with tasks_gateway(http, url, tasks=tasks_config(tools={"slow": {"mode": "always"}})) as client:
-        task_id = created(await client.call_tool("slow", {"seconds": 30}))
-        ack = await task_request(client, "tasks/cancel", task_id)
-        assert ack.result["resultType"] == "complete"
-        assert (await task_request(client, "tasks/get", task_id)).result["status"] == "cancelled"
+        task_id = new_task(await client.call_tool("slow", {"seconds": 30}))
+        ack_only(await task_request(client, "tasks/cancel", task_id))
+        assert (await get(client, task_id))["status"] == "cancelled"
         await eventually(lambda: fake.cancelled, what="notifications/cancelled upstream", timeout=5)
         again = await task_request(client, "tasks/cancel", task_id)
         assert again.result["resultType"] == "complete", "a finished task is acknowledged, unchanged"
@@ -288,7 +270,7 @@ async def test_cancel_ends_the_task_at_once_and_cancels_the_backend(
 async def test_a_task_is_its_callers_alone(http: aiohttp.ClientSession, fake_backend: Backend) -> None:
     _, url = fake_backend
     async with tasks_gateway(http, url, tasks=tasks_config(tools={"slow": {"mode": "always"}})) as client:
-        task_id = created(await client.call_tool("slow", {"seconds": 0.2}, authorization="Bearer alice"))
+        task_id = new_task(await client.call_tool("slow", {"seconds": 0.2}, authorization="Bearer alice"))
         stranger = await client.request(
             "tasks/get", {"taskId": task_id}, headers={"Mcp-Name": task_id}, authorization="Bearer bob"
         )
@@ -304,14 +286,14 @@ async def test_a_task_still_running_at_its_ttl_fails_as_lost(
     tasks = tasks_config(tools={"slow": {"mode": "always"}}, ttl=1, retention=30)
     async with tasks_gateway(http, url, tasks=tasks) as client:
         task_id = created_with_ttl(await client.call_tool("slow", {"seconds": 30}))
-        failed = await settled(client, task_id, "failed", timeout=5)
+        failed = await reaches(client, task_id, "failed", timeout=5)
         assert failed["error"] == {"code": INTERNAL_ERROR, "message": "Task lost", "data": {"reason": "ttl_elapsed"}}
 
 
 def created_with_ttl(reply: Reply) -> str:
-    assert reply.result["resultType"] == "task", reply.body
-    assert reply.result["ttlMs"] == 1000
-    task_id: str = reply.result["taskId"]
+    task = created(reply)
+    assert task["ttlMs"] == 1000
+    task_id: str = task["taskId"]
     return task_id
 
 
@@ -319,14 +301,14 @@ async def test_past_the_cap_a_new_task_gets_a_clear_error(http: aiohttp.ClientSe
     _, url = fake_backend
     tasks = tasks_config(tools={"slow": {"mode": "always"}})
     async with tasks_gateway(http, url, tasks=tasks, limits={"max_tasks": 1}) as client:
-        first = created(await client.call_tool("slow", {"seconds": 30}))
+        first = new_task(await client.call_tool("slow", {"seconds": 30}))
         refused = await client.call_tool("slow", {"seconds": 30})
         assert refused.status == 503
         assert refused.headers["Retry-After"] == "5"
         assert refused.error["data"]["reason"] == "overloaded"
         assert refused.error["data"]["cause"] == "max_tasks"
         await task_request(client, "tasks/cancel", first)
-        created(await client.call_tool("slow", {"seconds": 0.1}))
+        new_task(await client.call_tool("slow", {"seconds": 0.1}))
 
 
 @asynccontextmanager
@@ -367,8 +349,8 @@ async def test_a_question_the_creating_request_did_not_declare_fails_the_task(ht
     async with asking_server() as (url, cancelled):
         tasks = {"enabled": True, "default": {"mode": "always"}}
         async with tasks_gateway(http, url, tasks=tasks) as client:
-            task_id = created(await client.call_tool("ask", capabilities={"extensions": {EXT: {}}}))
-            failed = await settled(client, task_id, "failed")
+            task_id = new_task(await client.call_tool("ask", capabilities={"extensions": {TASKS: {}}}))
+            failed = await reaches(client, task_id, "failed")
             assert failed["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
             assert failed["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
             await eventually(lambda: cancelled, what="the backend's call cancelled", timeout=10)
@@ -393,8 +375,8 @@ async def test_the_request_line_names_the_task_by_digest_only(
     lines = Lines()
     monkeypatch.setattr(requests, "log", lines)
     async with tasks_gateway(http, url, tasks=tasks_config(tools={"slow": {"mode": "always"}})) as client:
-        task_id = created(await client.call_tool("slow", {"seconds": 0.1}))
-        await settled(client, task_id, "completed")
+        task_id = new_task(await client.call_tool("slow", {"seconds": 0.1}))
+        await reaches(client, task_id, "completed")
     made, *polls = [line for line in lines.lines if line.get("task") is not None]
     assert made["outcome"] == "task"
     assert made["task_status"] == "working"
@@ -408,7 +390,7 @@ async def test_shutdown_with_a_running_task_leaves_no_pending_task(
 ) -> None:
     fake, url = fake_backend
     async with tasks_gateway(http, url, tasks=tasks_config(tools={"slow": {"mode": "always"}})) as client:
-        created(await client.call_tool("slow", {"seconds": 30}))
+        new_task(await client.call_tool("slow", {"seconds": 30}))
     assert fake.cancelled, "the backend's work was cancelled"
     assert gateway_tasks() == []
 
@@ -422,16 +404,16 @@ async def test_a_question_first_then_long_work_becomes_a_task_on_the_retry(
         assert first["resultType"] == "input_required"
         (key,) = first["inputRequests"]
         retry = await client.retry("ask_then_slow", first["requestState"], {key: accept(city="Rome")}, {"seconds": 0.5})
-        task_id = created(retry)
-        done = await settled(client, task_id, "completed")
+        task_id = new_task(retry)
+        done = await reaches(client, task_id, "completed")
         assert done["result"]["content"][0]["text"] == "city=Rome"
 
 
 async def test_a_draining_replica_makes_no_task(http: aiohttp.ClientSession, fake_backend: Backend) -> None:
     """A retry is still served while draining (its call is held here), but runs on as an ordinary call."""
     _, url = fake_backend
-    async with running_gateway([route("t", "/mcp", url, tasks=tasks_config())]) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
+    async with running_gateway([tasks_route(url, name="t", **tasks_config())]) as gw:
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
         first = (await client.call_tool("ask_then_slow", {"seconds": 0.5})).result
         (key,) = first["inputRequests"]
         gw.app[keys.DRAIN].begin()
@@ -446,9 +428,9 @@ async def test_a_result_larger_than_the_route_keeps_fails_the_task(
     _, url = fake_backend
     tasks = tasks_config(tools={"echo": {"mode": "always"}}, max_result_bytes=1024)
     async with tasks_gateway(http, url, tasks=tasks) as client:
-        failed = await settled(client, created(await client.call_tool("echo", {"text": "x" * 2000})), "failed")
+        failed = await reaches(client, new_task(await client.call_tool("echo", {"text": "x" * 2000})), "failed")
         assert failed["error"]["data"] == {"reason": "result_too_large"}
-        small = await settled(client, created(await client.call_tool("echo", {"text": "x"})), "completed")
+        small = await reaches(client, new_task(await client.call_tool("echo", {"text": "x"})), "completed")
         assert small["result"]["content"][0]["text"] == "x"
 
 
@@ -456,9 +438,9 @@ async def test_a_backend_that_goes_away_fails_its_tasks(http: aiohttp.ClientSess
     runner, url = await start_fake_backend()
     try:
         async with tasks_gateway(http, url, tasks=tasks_config(tools={"slow": {"mode": "always"}})) as client:
-            task_id = created(await client.call_tool("slow", {"seconds": 30}))
+            task_id = new_task(await client.call_tool("slow", {"seconds": 30}))
             await runner.cleanup()
-            failed = await settled(client, task_id, "failed")
+            failed = await reaches(client, task_id, "failed")
             assert failed["error"]["data"] == {"reason": "backend_gone"}
     finally:
         await runner.cleanup()

@@ -14,15 +14,14 @@ from typing import Any
 
 import aiohttp
 from fake_backend import FakeBackend
-from harness import ALL_CAPS, MODERN, BareClient, Reply, accept, route, running_gateway
+from harness import ALL_CAPS, MODERN, BareClient, accept, route, running_gateway
 from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from task_client import DECLARING, TASKS, ack_only, create, get, reaches, task_request, tasks_route
 from waiting import eventually
 
 from gateway import keys
 from gateway.listen.translate import SUBSCRIPTION_ID_KEY, Listener
 
-EXT = "io.modelcontextprotocol/tasks"
-TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXT: {}}}
 Backend = tuple[FakeBackend, str]
 
 
@@ -84,7 +83,7 @@ async def listening(
     who: str | None = None,
     capabilities: dict[str, Any] | None = None,
 ) -> AsyncIterator[Stream]:
-    body = listen_body(request_id, notifications, TASK_CAPS if capabilities is None else capabilities)
+    body = listen_body(request_id, notifications, DECLARING if capabilities is None else capabilities)
     headers = {
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
@@ -107,34 +106,6 @@ async def acknowledged(stream: Stream, request_id: str = "listen-1") -> dict[str
     return notifications
 
 
-async def task_request(client: BareClient, method: str, task_id: str, who: str | None = None, **params: Any) -> Reply:
-    auth = f"Bearer {who}" if who is not None else None
-    return await client.request(
-        method, {"taskId": task_id, **params}, headers={"Mcp-Name": task_id}, authorization=auth
-    )
-
-
-async def create(client: BareClient, tool: str, arguments: dict[str, Any], who: str | None = None) -> str:
-    auth = f"Bearer {who}" if who is not None else None
-    result = (await client.call_tool(tool, arguments, authorization=auth)).result
-    assert result["resultType"] == "task", result
-    task_id: str = result["taskId"]
-    return task_id
-
-
-async def get(client: BareClient, task_id: str, who: str | None = None) -> dict[str, Any]:
-    return (await task_request(client, "tasks/get", task_id, who)).result
-
-
-async def reaches(client: BareClient, task_id: str, status: str, who: str | None = None) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        result = await get(client, task_id, who)
-        return result if result["status"] == status else None
-
-    found: dict[str, Any] = await eventually(probe, what=f"task {status}", interval=0.05)
-    return found
-
-
 def as_notified(task: dict[str, Any], subscription_id: str = "listen-1") -> dict[str, Any]:
     """What ``notifications/tasks`` carries for ``task`` (a ``tasks/get`` result)."""
     params = {k: v for k, v in task.items() if k not in ("resultType", "_meta")}
@@ -154,9 +125,9 @@ async def test_every_change_of_a_followed_task_is_notified_with_its_whole_detail
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    async with running_gateway([route("t", "/mcp", url, tasks=tasks_config())]) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
-        task_id = await create(client, "slow_then_ask", {"seconds": 2})
+    async with running_gateway([tasks_route(url, name="t", **tasks_config())]) as gw:
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
+        task_id = (await create(client, "slow_then_ask", {"seconds": 2}))["taskId"]
         async with listening(http, gw.url(), {"taskIds": [task_id], "toolsListChanged": True}) as stream:
             assert await acknowledged(stream) == {"taskIds": [task_id], "toolsListChanged": True}
             working = await stream.next()
@@ -171,8 +142,7 @@ async def test_every_change_of_a_followed_task_is_notified_with_its_whole_detail
             )
             (key,) = asking["params"]["inputRequests"]
             assert asking["params"]["inputRequests"][key]["method"] == "elicitation/create"
-            ack = await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Oslo")})
-            assert ack.result["resultType"] == "complete"
+            ack_only(await task_request(client, "tasks/update", task_id, inputResponses={key: accept(city="Oslo")}))
             rest = await stream.task_until(task_id, "completed")
             assert [m["params"]["status"] for m in rest] == ["working", "completed"]
             assert "inputRequests" not in rest[0]["params"]
@@ -187,18 +157,21 @@ async def test_only_ids_this_caller_may_see_here_are_acknowledged_and_notified(
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    routes = [route("a", "/a", url, tasks=tasks_config()), route("b", "/b", url, tasks=tasks_config())]
+    routes = [
+        tasks_route(url, name="a", path="/a", **tasks_config()),
+        tasks_route(url, name="b", path="/b", **tasks_config()),
+    ]
     async with (
         running_gateway(routes) as gw,
-        running_gateway([route("a", "/a", url, tasks=tasks_config())], replica_id="other-replica") as other,
+        running_gateway([tasks_route(url, name="a", path="/a", **tasks_config())], replica_id="other-replica") as other,
     ):
-        on_a = BareClient(http, gw.url("/a"), capabilities=dict(TASK_CAPS))
-        on_b = BareClient(http, gw.url("/b"), capabilities=dict(TASK_CAPS))
-        elsewhere = BareClient(http, other.url("/a"), capabilities=dict(TASK_CAPS))
-        mine = await create(on_a, "slow", {"seconds": 30}, "alice")
-        other_route = await create(on_b, "slow", {"seconds": 0.5}, "alice")
-        other_caller = await create(on_a, "slow", {"seconds": 0.5}, "bob")
-        other_replica = await create(elsewhere, "slow", {"seconds": 0.5}, "alice")
+        on_a = BareClient(http, gw.url("/a"), capabilities=dict(DECLARING))
+        on_b = BareClient(http, gw.url("/b"), capabilities=dict(DECLARING))
+        elsewhere = BareClient(http, other.url("/a"), capabilities=dict(DECLARING))
+        mine = (await create(on_a, "slow", {"seconds": 30}, authorization="Bearer alice"))["taskId"]
+        other_route = (await create(on_b, "slow", {"seconds": 0.5}, authorization="Bearer alice"))["taskId"]
+        other_caller = (await create(on_a, "slow", {"seconds": 0.5}, authorization="Bearer bob"))["taskId"]
+        other_replica = (await create(elsewhere, "slow", {"seconds": 0.5}, authorization="Bearer alice"))["taskId"]
         tampered = mine[:-3] + ("AAA" if not mine.endswith("AAA") else "BBB")
         named = [other_route, other_caller, other_replica, tampered, "t1.unknown", 7, mine, mine]
         async with listening(http, gw.url("/a"), {"taskIds": named}, who="alice") as stream:
@@ -209,8 +182,8 @@ async def test_only_ids_this_caller_may_see_here_are_acknowledged_and_notified(
                 (on_a, other_caller, "bob"),
                 (elsewhere, other_replica, "alice"),
             ):
-                await reaches(client, task_id, "completed", who)
-            assert (await task_request(on_a, "tasks/cancel", mine, "alice")).result["resultType"] == "complete"
+                await reaches(client, task_id, "completed", authorization=f"Bearer {who}")
+            ack_only(await task_request(on_a, "tasks/cancel", mine, authorization="Bearer alice"))
             seen = await stream.task_until(mine, "cancelled")
             assert {m["params"]["taskId"] for m in seen} == {mine}, "no other task was ever notified"
         async with listening(http, gw.url("/a"), {"taskIds": [mine]}) as anonymous:
@@ -222,14 +195,15 @@ async def test_task_ids_without_the_extension_or_not_an_array_are_refused_and_ig
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    routes = [route("t", "/mcp", url, tasks=tasks_config()), route("off", "/off", url)]
+    routes = [tasks_route(url, name="t", **tasks_config()), route("off", "/off", url)]
     async with running_gateway(routes) as gw:
-        task_id = await create(BareClient(http, gw.url(), capabilities=dict(TASK_CAPS)), "slow", {"seconds": 0.1})
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
+        task_id = (await create(client, "slow", {"seconds": 0.1}))["taskId"]
         async with listening(http, gw.url(), {"taskIds": [task_id]}, capabilities=ALL_CAPS) as refused:
             assert refused.response.status == 400
             error = (await refused.response.json())["error"]
             assert error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
-            assert error["data"] == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+            assert error["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         async with listening(http, gw.url(), {"taskIds": task_id}) as malformed:
             assert (await malformed.response.json())["error"]["code"] == INVALID_PARAMS
         async with listening(http, gw.url("/off"), {"taskIds": [task_id], "toolsListChanged": True}) as off:
@@ -252,13 +226,13 @@ async def test_a_slow_listener_holds_up_neither_the_task_nor_another_listener(
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    async with running_gateway([route("t", "/mcp", url, tasks=tasks_config())]) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
+    async with running_gateway([tasks_route(url, name="t", **tasks_config())]) as gw:
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
         text = "x" * 900_000
-        big = [await create(client, "echo", {"text": text}) for _ in range(24)]
+        big = [(await create(client, "echo", {"text": text}))["taskId"] for _ in range(24)]
         for task_id in big:
             await reaches(client, task_id, "completed")
-        task_id = await create(client, "slow_then_ask", {"seconds": 0.5})
+        task_id = (await create(client, "slow_then_ask", {"seconds": 0.5}))["taskId"]
         async with AsyncExitStack() as streams:
             # The slow stream reads nothing past its response headers: about 21 MB of results wait for it.
             slow = await streams.enter_async_context(
@@ -293,9 +267,9 @@ async def test_every_stream_that_ends_removes_its_change_hooks(
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    async with running_gateway([route("t", "/mcp", url, tasks=tasks_config())]) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
-        first, second = [await create(client, "slow", {"seconds": 30}) for _ in range(2)]
+    async with running_gateway([tasks_route(url, name="t", **tasks_config())]) as gw:
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
+        first, second = [(await create(client, "slow", {"seconds": 30}))["taskId"] for _ in range(2)]
         async with AsyncExitStack() as streams:
             one = await streams.enter_async_context(
                 listening(http, gw.url(), {"taskIds": [first, second]}, request_id="one")
@@ -320,10 +294,10 @@ async def test_a_task_evicted_while_followed_drops_its_hook_and_the_stream_goes_
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     _, url = fake_backend
-    routes = [route("t", "/mcp", url, tasks=tasks_config())]
+    routes = [tasks_route(url, name="t", **tasks_config())]
     async with running_gateway(routes, limits={"max_tasks_per_principal": 2}) as gw:
-        client = BareClient(http, gw.url(), capabilities=dict(TASK_CAPS))
-        finished, running = [await create(client, "slow", {"seconds": 30}) for _ in range(2)]
+        client = BareClient(http, gw.url(), capabilities=dict(DECLARING))
+        finished, running = [(await create(client, "slow", {"seconds": 30}))["taskId"] for _ in range(2)]
         await task_request(client, "tasks/cancel", finished)
         async with listening(http, gw.url(), {"taskIds": [finished, running]}) as stream:
             assert await acknowledged(stream) == {"taskIds": [finished, running]}

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import task_client
 from harness import ALL_CAPS, BareClient, Reply, accept, route, running_gateway
 from mcp_types.jsonrpc import (
     HEADER_MISMATCH,
@@ -30,21 +32,17 @@ from mcp_types.jsonrpc import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
 )
 from peers.runner import PEERS_DIR, free_port, legacy_python, run_peer
+from task_client import DECLARING, TASK_FIELDS, TASKS, TERMINAL, ack_only, create, get, task_request, until
 from waiting import eventually
 
 pytestmark = pytest.mark.interop
 
-TASKS = "io.modelcontextprotocol/tasks"
-DECLARING: dict[str, Any] = {**ALL_CAPS, "extensions": {TASKS: {}}}
-"""The client capabilities of a request that declares the extension (and can answer every question)."""
 TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
 TTL_S = 600
 POLL_MS = 250
 WAIT = 15.0
 """Bound on every wait for a task's status (the longest tool here works 3 s; the machine may be loaded)."""
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-TASK_FIELDS = {"taskId", "status", "result", "error", "inputRequests", "requestState", "task"}
-TERMINAL = ("completed", "failed", "cancelled")
 
 
 @pytest.fixture(scope="module")
@@ -56,26 +54,9 @@ def fixture_server(peer_log_dir: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-def tasks_route(
-    backend_url: str,
-    *,
-    name: str = "tasks",
-    path: str = "/mcp",
-    mode: str = "always",
-    tools: dict[str, Any] | None = None,
-    backend: dict[str, Any] | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """A route with tasks on: every tool in ``mode`` unless ``tools`` says otherwise."""
-    tasks = {
-        "enabled": True,
-        "default": {"mode": mode},
-        "ttl": TTL_S,
-        "poll_interval_ms": POLL_MS,
-        "tools": tools or {},
-        **options,
-    }
-    return route(name, path, backend_url, backend=backend or {}, tasks=tasks)
+tasks_route = partial(task_client.tasks_route, mode="always", ttl=TTL_S, poll_interval_ms=POLL_MS)
+"""A route with tasks on: every tool ``always`` unless the call says otherwise."""
+reaches = partial(task_client.reaches, timeout=WAIT)
 
 
 def triple(reply: Reply) -> tuple[int, int, str | None]:
@@ -83,68 +64,6 @@ def triple(reply: Reply) -> tuple[int, int, str | None]:
     error = reply.error
     data = error.get("data")
     return reply.status, error["code"], data.get("reason") if isinstance(data, dict) else None
-
-
-async def task_request(
-    client: BareClient,
-    method: str,
-    task_id: str,
-    *,
-    name_header: str | None = "same",
-    capabilities: dict[str, Any] | None = None,
-    **params: Any,
-) -> Reply:
-    """``tasks/get|update|cancel`` (or a removed ``tasks/*``) for ``task_id``; ``Mcp-Name`` is the id
-    unless ``name_header`` names another value (None: no header)."""
-    headers = {} if name_header is None else {"Mcp-Name": task_id if name_header == "same" else name_header}
-    return await client.request(
-        method,
-        {"taskId": task_id, **params},
-        headers=headers,
-        capabilities=DECLARING if capabilities is None else capabilities,
-    )
-
-
-async def get(client: BareClient, task_id: str) -> dict[str, Any]:
-    reply = await task_request(client, "tasks/get", task_id)
-    assert reply.status == 200, reply.body
-    result = reply.result
-    assert result["resultType"] == "complete"
-    assert result["taskId"] == task_id
-    return result
-
-
-async def reaches(client: BareClient, task_id: str, *statuses: str) -> dict[str, Any]:
-    """Poll ``tasks/get`` until the task is in one of ``statuses``; return that ``DetailedTask``."""
-    seen: list[dict[str, Any]] = []
-
-    async def probe() -> dict[str, Any] | None:
-        task = await get(client, task_id)
-        seen.append(task)
-        return task if task["status"] in statuses else None
-
-    result: dict[str, Any] = await eventually(
-        probe, what=lambda: f"task reaches {statuses} (last: {seen[-1:]})", timeout=WAIT, interval=0.05
-    )
-    return result
-
-
-async def create(client: BareClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """``tools/call`` from a declaring client that the gateway must answer with a ``CreateTaskResult``."""
-    reply = await client.call_tool(tool, arguments, capabilities=DECLARING)
-    assert reply.status == 200, reply.body
-    created = reply.result
-    assert created["resultType"] == "task", created
-    assert isinstance(created["taskId"], str)
-    assert created["taskId"]
-    return created
-
-
-def ack_only(reply: Reply) -> None:
-    """A ``tasks/update`` / ``tasks/cancel`` acknowledgement: ``resultType: complete`` and no task fields."""
-    assert reply.status == 200, reply.body
-    assert reply.result["resultType"] == "complete"
-    assert not TASK_FIELDS & set(reply.result), reply.result
 
 
 def text_of(result: dict[str, Any]) -> str:
@@ -364,12 +283,13 @@ async def test_progress_of_the_legacy_call_is_the_tasks_status_message(
 
 
 async def reaches_message(client: BareClient, task_id: str, message: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        task = await get(client, task_id)
-        return task if task.get("statusMessage") == message else None
-
-    result: dict[str, Any] = await eventually(probe, what=f"statusMessage {message!r}", timeout=WAIT)
-    return result
+    return await until(
+        lambda: get(client, task_id),
+        lambda task: task.get("statusMessage") == message,
+        what=f"statusMessage {message!r}",
+        timeout=WAIT,
+        interval=0.01,
+    )
 
 
 async def test_mode_after_answers_a_quick_call_as_today_and_a_long_one_as_a_task(

@@ -20,19 +20,18 @@ import aiohttp
 from aiohttp import web
 from fake_backend import FakeBackend
 from harness import (
-    ALL_CAPS,
     TEST_KEY,
     BareClient,
     GatewayHandle,
     Reply,
     _free_port,
     accept,
-    route,
     running_gateway,
     running_replicas,
     start_serve,
 )
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from task_client import DECLARING, ack_only, create, get, reaches, task_request, tasks_route
 from waiting import eventually, until_status
 
 from gateway import keys
@@ -41,8 +40,6 @@ from gateway.config.load import parse_config
 from gateway.errors import OVERLOADED
 from gateway.observability.metrics.forwards import FORWARDED, OWNER_UNREACHABLE, OWNER_UNRESPONSIVE
 
-EXT = "io.modelcontextprotocol/tasks"
-TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXT: {}}}
 NOT_FOUND = "Failed to retrieve task: Task not found"
 FORWARD_TIMEOUT = 2.0
 Backend = tuple[FakeBackend, str]
@@ -52,46 +49,16 @@ def owner_gone_error() -> dict[str, Any]:
     return {"code": INTERNAL_ERROR, "message": "Task lost", "data": {"reason": "owner_gone"}}
 
 
-def tasks_route(url: str, **tools: dict[str, Any]) -> dict[str, Any]:
+def replica_route(url: str, **tools: dict[str, Any]) -> dict[str, Any]:
     """The route every replica serves: tasks on for ``tools``, ``backend.timeout`` left at its default."""
-    config = route("t", "/mcp", url, tasks={"enabled": True, "default": {"mode": "off"}, "tools": tools})
+    config = tasks_route(url, name="t", mode="off", tools=tools)
     del config["backend"]["timeout"]  # the default (30 s): a task is not bounded by it
     return config
 
 
 def client(handle: GatewayHandle | str, http: aiohttp.ClientSession, **kw: Any) -> BareClient:
     url = handle if isinstance(handle, str) else handle.url()
-    return BareClient(http, url, capabilities=dict(TASK_CAPS), **kw)
-
-
-async def task_request(client: BareClient, method: str, task_id: str, **params: Any) -> Reply:
-    return await client.request(method, {"taskId": task_id, **params}, headers={"Mcp-Name": task_id})
-
-
-async def task_get(client: BareClient, task_id: str) -> dict[str, Any]:
-    reply = await task_request(client, "tasks/get", task_id)
-    assert reply.status == 200, reply
-    result: dict[str, Any] = reply.result
-    assert result["resultType"] == "complete"
-    assert result["taskId"] == task_id
-    return result
-
-
-async def settled(client: BareClient, task_id: str, status: str, *, timeout: float, interval: float = 0.05) -> Any:
-    async def probe() -> dict[str, Any] | None:
-        result = await task_get(client, task_id)
-        return result if result["status"] == status else None
-
-    return await eventually(probe, what=f"task {status}", timeout=timeout, interval=interval)
-
-
-def created(reply: Reply) -> str:
-    assert reply.status == 200, reply
-    result = reply.result
-    assert result["resultType"] == "task", result
-    assert result["status"] == "working"
-    task_id: str = result["taskId"]
-    return task_id
+    return BareClient(http, url, capabilities=dict(DECLARING), **kw)
 
 
 def forwards(handle: GatewayHandle, outcome: str) -> float:
@@ -106,18 +73,18 @@ async def test_a_task_silent_past_backend_timeout_completes_through_either_repli
     whose backend.timeout is its default 30 s, becomes a task for a declaring client (mode after);
     the replica that does not own it answers every tasks/get, and the owner's answers are the same."""
     _, url = fake_backend
-    async with running_replicas(2, [tasks_route(url, slow={"mode": "after", "after_ms": 500})]) as (owner, other):
+    async with running_replicas(2, [replica_route(url, slow={"mode": "after", "after_ms": 500})]) as (owner, other):
         assert owner.app[keys.SETTINGS].config.routes[0].backend.timeout == 30
-        task_id = created(await client(owner, http).call_tool("slow", {"seconds": 60}))
+        task_id = (await create(client(owner, http), "slow", {"seconds": 60}))["taskId"]
         there, here = client(other, http), client(owner, http)
-        working = await task_get(there, task_id)
+        working = await get(there, task_id)
         assert working["status"] == "working"
-        assert working == await task_get(here, task_id), "the owner's answer, relayed unchanged"
-        done = await settled(there, task_id, "completed", timeout=120, interval=1.0)
+        assert working == await get(here, task_id), "the owner's answer, relayed unchanged"
+        done = await reaches(there, task_id, "completed", timeout=120, interval=1.0)
         assert done["result"]["content"] == [{"type": "text", "text": "slept"}]
         assert done["result"]["isError"] is False
         assert done["createdAt"] == working["createdAt"]
-        assert done == await task_get(here, task_id)
+        assert done == await get(here, task_id)
         assert forwards(other, FORWARDED) >= 3
         assert forwards(owner, FORWARDED) == 0
 
@@ -127,28 +94,25 @@ async def test_a_question_and_progress_appear_on_the_other_replica_and_tasks_upd
 ) -> None:
     _, url = fake_backend
     tools = {"slow_then_ask": {"mode": "always"}, "slow_progress": {"mode": "always"}}
-    async with running_replicas(2, [tasks_route(url, **tools)]) as (owner, other):
+    async with running_replicas(2, [replica_route(url, **tools)]) as (owner, other):
         there = client(other, http, authorization="Bearer alice")
-        task_id = created(
-            await client(owner, http, authorization="Bearer alice").call_tool("slow_then_ask", {"seconds": 0.1})
-        )
-        asked = await settled(there, task_id, "input_required", timeout=10)
+        mine = client(owner, http, authorization="Bearer alice")
+        task_id = (await create(mine, "slow_then_ask", {"seconds": 0.1}))["taskId"]
+        asked = await reaches(there, task_id, "input_required", timeout=10)
         (key,) = asked["inputRequests"]
         assert asked["inputRequests"][key]["method"] == "elicitation/create"
         stranger = await task_request(client(other, http, authorization="Bearer bob"), "tasks/get", task_id)
         assert (stranger.status, stranger.error) == (400, {"code": INVALID_PARAMS, "message": NOT_FOUND})
         anonymous = await task_request(client(other, http), "tasks/update", task_id, inputResponses={})
         assert (anonymous.status, anonymous.error) == (400, {"code": INVALID_PARAMS, "message": NOT_FOUND})
-        ack = await task_request(there, "tasks/update", task_id, inputResponses={key: accept(city="Paris")})
-        assert ack.status == 200
-        assert ack.result["resultType"] == "complete"
-        done = await settled(there, task_id, "completed", timeout=10)
+        ack_only(await task_request(there, "tasks/update", task_id, inputResponses={key: accept(city="Paris")}))
+        done = await reaches(there, task_id, "completed", timeout=10)
         assert done["result"]["content"][0]["text"] == "city=Paris"
 
-        progress_id = created(await client(owner, http).call_tool("slow_progress", {"seconds": 1}))
+        progress_id = (await create(client(owner, http), "slow_progress", {"seconds": 1}))["taskId"]
 
         async def message() -> str | None:
-            return (await task_get(client(other, http), progress_id)).get("statusMessage")
+            return (await get(client(other, http), progress_id)).get("statusMessage")
 
         assert await eventually(message, what="the progress message on the other replica", timeout=10) == "warming"
 
@@ -157,15 +121,14 @@ async def test_tasks_cancel_through_the_other_replica_cancels_the_backend_call(
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     fake, url = fake_backend
-    async with running_replicas(2, [tasks_route(url, slow={"mode": "always"})]) as (owner, other):
-        task_id = created(await client(owner, http).call_tool("slow", {"seconds": 30}))
+    async with running_replicas(2, [replica_route(url, slow={"mode": "always"})]) as (owner, other):
+        task_id = (await create(client(owner, http), "slow", {"seconds": 30}))["taskId"]
         there = client(other, http)
-        assert (await task_get(there, task_id))["status"] == "working"
+        assert (await get(there, task_id))["status"] == "working"
         assert fake.cancelled == []
-        ack = await task_request(there, "tasks/cancel", task_id)
-        assert (ack.status, ack.result["resultType"]) == (200, "complete")
-        assert (await task_get(there, task_id))["status"] == "cancelled"
-        assert (await task_get(client(owner, http), task_id))["status"] == "cancelled"
+        ack_only(await task_request(there, "tasks/cancel", task_id))
+        assert (await get(there, task_id))["status"] == "cancelled"
+        assert (await get(client(owner, http), task_id))["status"] == "cancelled"
         await eventually(lambda: fake.cancelled, what="notifications/cancelled upstream", timeout=10)
         assert len(fake.cancelled) == 1
 
@@ -180,7 +143,7 @@ def _owner_config(tmp_path: Path, url: str, port: int) -> Path:
                 "logging": {"level": "warning"},
                 "listen": {"host": "127.0.0.1", "port": port},
                 "replicas": {"advertise_url": f"http://127.0.0.1:{port}"},
-                "routes": [tasks_route(url, slow={"mode": "always"})],
+                "routes": [replica_route(url, slow={"mode": "always"})],
             }
         ),
         encoding="utf-8",
@@ -206,11 +169,11 @@ async def test_an_owner_killed_mid_task_makes_the_task_failed_owner_gone_on_the_
     owner = await start_serve(_owner_config(tmp_path, url, port))
     try:
         await until_status(http, f"http://127.0.0.1:{port}/healthz", timeout=30)
-        task_id = created(await client(f"http://127.0.0.1:{port}/mcp", http).call_tool("slow", {"seconds": 60}))
-        routes = [tasks_route(url, slow={"mode": "always"})]
+        task_id = (await create(client(f"http://127.0.0.1:{port}/mcp", http), "slow", {"seconds": 60}))["taskId"]
+        routes = [replica_route(url, slow={"mode": "always"})]
         async with running_gateway(routes, replica_id="other", replicas={"forward_timeout": FORWARD_TIMEOUT}) as other:
             there = client(other, http)
-            assert (await task_get(there, task_id))["status"] == "working"
+            assert (await get(there, task_id))["status"] == "working"
             owner.send_signal(signal.SIGKILL)
             assert await owner.wait() == -signal.SIGKILL
             reply, seconds = await _timed(task_request(there, "tasks/get", task_id))
@@ -244,19 +207,19 @@ async def test_an_owner_that_does_not_answer_is_not_gone(
     """As for a held call: an owner that may resume is never declared gone; the request is refused as
     retryable (HTTP 503, Retry-After) after forward_timeout, and the task runs on."""
     _, url = fake_backend
-    routes = [tasks_route(url, slow={"mode": "always"})]
+    routes = [replica_route(url, slow={"mode": "always"})]
     async with (
         running_gateway(routes, replica_id="a", replicas={"advertise_url": silent_owner}) as a,
         running_gateway(routes, replica_id="b", replicas={"forward_timeout": FORWARD_TIMEOUT}) as b,
     ):
-        task_id = created(await client(a, http).call_tool("slow", {"seconds": 30}))
+        task_id = (await create(client(a, http), "slow", {"seconds": 30}))["taskId"]
         reply, seconds = await _timed(task_request(client(b, http), "tasks/get", task_id))
         assert FORWARD_TIMEOUT <= seconds < FORWARD_TIMEOUT + 1.0, f"answered after {seconds:.2f} s"
         assert (reply.status, reply.headers["Retry-After"]) == (503, "5")
         assert reply.error["code"] == INTERNAL_ERROR
         assert (reply.error["data"]["reason"], reply.error["data"]["cause"]) == (OVERLOADED, OWNER_UNRESPONSIVE)
         assert forwards(b, OWNER_UNRESPONSIVE) == 1
-        assert (await task_get(client(a, http), task_id))["status"] == "working", "the task runs on"
+        assert (await get(client(a, http), task_id))["status"] == "working", "the task runs on"
 
 
 @asynccontextmanager
@@ -286,15 +249,15 @@ async def test_a_stopping_replica_answers_until_its_drain_deadline_then_its_task
     http: aiohttp.ClientSession, fake_backend: Backend
 ) -> None:
     fake, url = fake_backend
-    routes = [tasks_route(url, slow={"mode": "always"})]
+    routes = [replica_route(url, slow={"mode": "always"})]
     async with _replica("owner", routes, drain_timeout=1) as owner, _replica("other", routes) as other:
-        task_id = created(await client(owner, http).call_tool("slow", {"seconds": 30}))
+        task_id = (await create(client(owner, http), "slow", {"seconds": 30}))["taskId"]
         drain = owner.app[keys.DRAIN]
         drain.begin()
         refused = await client(owner, http).call_tool("slow", {"seconds": 30})
         assert (refused.status, refused.error["data"]["reason"]) == (503, "draining"), "no new task"
         waiting = asyncio.create_task(drain.wait())
-        assert (await task_get(client(other, http), task_id))["status"] == "working"
+        assert (await get(client(other, http), task_id))["status"] == "working"
         assert not waiting.done(), "a replica that keeps a task drains to its deadline"
         async with asyncio.timeout(10):
             assert await waiting is False
@@ -315,10 +278,10 @@ async def test_an_owner_restarted_or_replaced_at_its_address_is_gone(
     """The other proofs a held call's replay takes: the owner's id with another boot (it restarted),
     or another replica answering a hop at the owner's address."""
     _, url = fake_backend
-    routes = [tasks_route(url, slow={"mode": "always"})]
+    routes = [replica_route(url, slow={"mode": "always"})]
     port = _free_port()
     async with _replica("owner", routes, port=port) as first:
-        task_id = created(await client(first, http).call_tool("slow", {"seconds": 30}))
+        task_id = (await create(client(first, http), "slow", {"seconds": 30}))["taskId"]
     async with _replica("owner", routes, port=port) as restarted:
         reply = await task_request(client(restarted, http), "tasks/get", task_id)
         assert (reply.status, reply.result["status"], reply.result["error"]) == (200, "failed", owner_gone_error())
@@ -339,10 +302,10 @@ async def test_an_owner_with_no_address_is_not_declared_gone(
 ) -> None:
     """A replica that advertises no address cannot be reached, nor proven gone: retryable, as for a held call."""
     _, url = fake_backend
-    routes = [tasks_route(url, slow={"mode": "always"})]
+    routes = [replica_route(url, slow={"mode": "always"})]
     async with running_gateway(routes, replica_id="a") as a, running_gateway(routes, replica_id="b") as b:
-        task_id = created(await client(a, http).call_tool("slow", {"seconds": 30}))
+        task_id = (await create(client(a, http), "slow", {"seconds": 30}))["taskId"]
         reply = await task_request(client(b, http), "tasks/get", task_id)
         assert (reply.status, reply.error["code"]) == (503, INTERNAL_ERROR)
         assert (reply.error["data"]["reason"], reply.error["data"]["cause"]) == (OVERLOADED, "owner_unknown")
-        assert (await task_get(client(a, http), task_id))["status"] == "working"
+        assert (await get(client(a, http), task_id))["status"] == "working"

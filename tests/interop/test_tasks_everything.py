@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from harness import ALL_CAPS, BareClient, Reply, accept, route, running_gateway
+import task_client
+from harness import ALL_CAPS, BareClient, accept, running_gateway
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from peers.runner import REPO_ROOT, free_port, run_peer
+from task_client import TASKS, declaring
 from waiting import eventually
 
 pytestmark = pytest.mark.interop
 
-TASKS = "io.modelcontextprotocol/tasks"
 CAPS: dict[str, Any] = {key: value for key, value in ALL_CAPS.items() if key != "roots"}
 """Elicitation and sampling, no roots: server-everything asks ``roots/list`` 350 ms after a session
 starts when the client declares roots, which would be the call's first question here."""
-DECLARING: dict[str, Any] = {**CAPS, "extensions": {TASKS: {}}}
+DECLARING = declaring(CAPS)
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 TTL_S = 600
 POLL_MS = 250
@@ -40,9 +42,8 @@ WAIT = 30.0
 """Bound on every wait for a task's status (the research takes four seconds; Node may start cold)."""
 BACKEND = {"timeout": 60, "connect_timeout": 30}
 EVERYTHING = REPO_ROOT / "tests" / "interop" / "published" / "node_modules" / ".bin" / "mcp-server-everything"
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = task_client.TERMINAL  # test_tasks_legacy_python.py imports it from here
 STAGES = ("Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report...")
-FLAT = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 
 
 @pytest.fixture
@@ -61,47 +62,13 @@ def everything(peer_log_dir: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-def tasks_route(url: str, **options: Any) -> dict[str, Any]:
-    tasks = {"enabled": True, "ttl": TTL_S, "poll_interval_ms": POLL_MS, **options}
-    return route("everything", "/mcp", url, backend=BACKEND, tasks=tasks)
-
-
-async def task_request(client: BareClient, method: str, task_id: str, **params: Any) -> Reply:
-    return await client.request(
-        method, {"taskId": task_id, **params}, headers={"Mcp-Name": task_id}, capabilities=DECLARING
-    )
-
-
-async def get(client: BareClient, task_id: str) -> dict[str, Any]:
-    reply = await task_request(client, "tasks/get", task_id)
-    assert reply.status == 200, reply.body
-    result: dict[str, Any] = reply.result
-    assert result["resultType"] == "complete"
-    assert result["taskId"] == task_id
-    return result
-
-
-async def reaches(client: BareClient, task_id: str, *statuses: str, seen: list[dict[str, Any]]) -> dict[str, Any]:
-    """Poll ``tasks/get`` (every answer kept in ``seen``) until the task is in one of ``statuses``."""
-
-    async def probe() -> dict[str, Any] | None:
-        task = await get(client, task_id)
-        seen.append(task)
-        return task if task["status"] in statuses else None
-
-    result: dict[str, Any] = await eventually(
-        probe, what=lambda: f"task reaches {statuses} (last: {seen[-1:]})", timeout=WAIT, interval=0.05
-    )
-    return result
-
-
-async def create(client: BareClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    reply = await client.call_tool(tool, arguments, capabilities=DECLARING)
-    assert reply.status == 200, reply.body
-    created: dict[str, Any] = reply.result
-    assert created["resultType"] == "task", created
-    assert FLAT <= set(created) <= FLAT | {"statusMessage", "_meta"}, created
-    return created
+tasks_route = partial(task_client.tasks_route, name="everything", backend=BACKEND, ttl=TTL_S, poll_interval_ms=POLL_MS)
+# The task client's helpers, declaring CAPS (no roots) and waiting WAIT (test_tasks_legacy_python.py
+# imports them too).
+task_request = partial(task_client.task_request, capabilities=DECLARING)
+get = partial(task_client.get, capabilities=DECLARING)
+reaches = partial(task_client.reaches, capabilities=DECLARING, timeout=WAIT)
+create = partial(task_client.create, capabilities=DECLARING)
 
 
 def text_of(result: dict[str, Any]) -> str:

@@ -40,7 +40,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from harness import ALL_CAPS, BareClient, Reply, accept, route, running_gateway
+from harness import ALL_CAPS, BareClient, Reply, accept, running_gateway
 from mcp_types.jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -49,19 +49,16 @@ from mcp_types.jsonrpc import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
 )
 from peers.runner import PEERS_DIR, REPO_ROOT, free_port, legacy_python, run_peer
-from waiting import eventually
+from task_client import DECLARING, TASKS, TERMINAL, NameHeader, created, get, task_request, tasks_route, until
 
 pytestmark = pytest.mark.interop
 
-TASKS = "io.modelcontextprotocol/tasks"
-DECLARING: dict[str, Any] = {**ALL_CAPS, "extensions": {TASKS: {}}}
 TASKS_INFO = "io.modelcontextprotocol/serverInfo"
 NATIVE_TTL_S = 900
 """The native server's ``ttlMs`` is Docket's default execution TTL (15 min); the gateway's route says the same."""
 POLL_MS = 250
 WAIT = 15.0
 """Bound on every wait for a task's status (the longest tool here works 1 s; the machine may be loaded)."""
-TERMINAL = ("completed", "failed", "cancelled")
 DRIVE_TIMEOUT = 40.0
 """Bound on one run of the native client's driver (its steps take about 5 s)."""
 
@@ -127,44 +124,34 @@ class Peer:
     async def call(self, tool: str, arguments: dict[str, Any], *, declaring: bool = True) -> Reply:
         return await self.client.call_tool(tool, arguments, capabilities=DECLARING if declaring else ALL_CAPS)
 
+    @property
+    def name_header(self) -> NameHeader | None:
+        """What goes in ``Mcp-Name`` on ``tasks/*``: the task's id, or no header (:attr:`send_name`)."""
+        return NameHeader.TASK_ID if self.send_name else None
+
     async def create(self, tool: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        reply = await self.call(tool, arguments)
-        assert reply.status == 200, (self.name, reply.body)
-        task_id = reply.result["taskId"]
-        assert isinstance(task_id, str), (self.name, reply.result)
-        assert task_id, (self.name, reply.result)
-        self.created[task_id] = iso_utc(reply.result["createdAt"])
-        return task_id, reply.result
+        task = created(await self.call(tool, arguments))
+        task_id: str = task["taskId"]
+        self.created[task_id] = iso_utc(task["createdAt"])
+        return task_id, task
 
     async def task(
         self, method: str, task_id: str, *, name: str | None = None, declaring: bool = True, **params: Any
     ) -> Reply:
-        headers = {"Mcp-Name": name if name is not None else task_id} if self.send_name or name else {}
-        return await self.client.request(
-            method, {"taskId": task_id, **params}, headers=headers, capabilities=DECLARING if declaring else ALL_CAPS
+        name_header = name if name is not None else self.name_header
+        capabilities = DECLARING if declaring else ALL_CAPS
+        return await task_request(
+            self.client, method, task_id, name_header=name_header, capabilities=capabilities, **params
         )
 
     async def get(self, task_id: str) -> dict[str, Any]:
-        reply = await self.task("tasks/get", task_id)
-        assert reply.status == 200, (self.name, reply.body)
-        task: dict[str, Any] = reply.result
-        assert task["taskId"] == task_id, (self.name, task)
+        task = await get(self.client, task_id, name_header=self.name_header, capabilities=DECLARING)
         assert iso_utc(task["createdAt"]) == self.created[task_id], (self.name, "createdAt moved", task)
         assert iso_utc(task["lastUpdatedAt"]) >= self.created[task_id], (self.name, task)
         return task
 
     async def reaches(self, task_id: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-        seen: list[dict[str, Any]] = []
-
-        async def probe() -> dict[str, Any] | None:
-            task = await self.get(task_id)
-            seen.append(task)
-            return task if check(task) else None
-
-        result: dict[str, Any] = await eventually(
-            probe, what=lambda: f"{self.name}: {what} (last: {seen[-1:]})", timeout=WAIT, interval=0.05
-        )
-        return result
+        return await until(lambda: self.get(task_id), check, what=f"{self.name}: {what}", timeout=WAIT)
 
     async def status(self, task_id: str, *statuses: str) -> dict[str, Any]:
         return await self.reaches(task_id, lambda task: task["status"] in statuses, f"status in {statuses}")
@@ -220,11 +207,8 @@ Scenario = Callable[[Peer], Awaitable[list[Any]]]
 
 @asynccontextmanager
 async def peers(fixture_server: str, native_url: str, *, send_name: bool = True) -> AsyncIterator[list[Peer]]:
-    tasks = {"enabled": True, "default": {"mode": "always"}, "ttl": NATIVE_TTL_S, "poll_interval_ms": POLL_MS}
-    async with (
-        aiohttp.ClientSession() as http,
-        running_gateway([route("tasks", "/mcp", fixture_server, tasks=tasks)]) as gw,
-    ):
+    route = tasks_route(fixture_server, mode="always", ttl=NATIVE_TTL_S, poll_interval_ms=POLL_MS)
+    async with aiohttp.ClientSession() as http, running_gateway([route]) as gw:
         yield [
             Peer("gateway", BareClient(http, gw.url()), send_name=send_name),
             Peer("native", BareClient(http, native_url), send_name=send_name),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from waiting import eventually
 
 from gateway.config.load import parse_config
 from gateway.errors import BackendUnavailable
@@ -30,7 +31,7 @@ from gateway.legacy import stdio
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import Exchange, ExchangeEvent, FinalResponse, ServerNotification, ServerRequest
-from gateway.legacy.starts import tree_cpu_ticks
+from gateway.legacy.starts import StartBudget, tree_cpu_ticks
 from gateway.legacy.stdio import StdioSession
 
 WAIT = 5.0
@@ -383,20 +384,38 @@ async def test_the_pool_opens_one_process_per_session_and_closes_them(fake_serve
         assert_reaped(pid)
 
 
+class Started:
+    """The pids of the processes a pool starts, in order: the watch a start budget hands each stdio
+    session (:class:`~gateway.legacy.starts.ProcessWatch`, the memory guard's seam), so a test reads
+    the pool's processes without its private parts."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+
+    def admit(self) -> None:
+        """Every start may go ahead."""
+
+    def started(self, process: asyncio.subprocess.Process) -> None:
+        self.pids.append(process.pid)
+
+    def budget(self) -> StartBudget:
+        """A budget that never holds a start back (room for more than any test here starts at once)."""
+        return StartBudget(8, watch=lambda route: self)
+
+
 async def test_the_pool_keeps_spare_processes_and_a_call_only_does_the_handshake(fake_server: list[str]) -> None:
     """``prewarm``: processes started ahead of need; a lease takes one (same pid), declares the
     caller's capabilities in its handshake, and a new spare is started in its place."""
     backend = {"transport": "stdio", "command": fake_server, "timeout": WAIT, "prewarm": 1, "max_sessions": 2}
     route = {"name": "stdio", "path": "/mcp", "backend": backend}
     settings = parse_config({"state": {"keys": ["k" * 32]}, "routes": [route]}, env={})
-    pool = SessionPool(None, settings.routes[0])  # type: ignore[arg-type]  # stdio never uses HTTP
+    started = Started()
+    pool = SessionPool(None, settings.routes[0], starts=started.budget())  # type: ignore[arg-type]  # no HTTP
     pids: list[int | None] = []
     try:
         pool.prewarm()
-        async with asyncio.timeout(WAIT):
-            while pool.spare_count < 1:
-                await asyncio.sleep(0.01)
-        spare_pid = pool._spares._ready[0].pid
+        await eventually(lambda: pool.spare_count >= 1, what="a spare process is ready", timeout=WAIT)
+        (spare_pid,) = started.pids
         key = pool.key_for("Bearer a", CAPABILITIES)
         async with asyncio.timeout(WAIT):
             leased = await pool.lease(key, CAPABILITIES, {"Authorization": "Bearer a"})
@@ -405,10 +424,10 @@ async def test_the_pool_keeps_spare_processes_and_a_call_only_does_the_handshake
         assert session.pid == spare_pid
         assert session._capabilities["elicitation"] == CAPABILITIES["elicitation"]
         assert (pool.initializations, pool.size) == (1, 1)
-        async with asyncio.timeout(WAIT):
-            while pool.spare_count < 1:  # the spare taken is replaced, within max_sessions (2)
-                await asyncio.sleep(0.01)
-        pids = [session.pid, pool._spares._ready[0].pid]
+        # The spare taken is replaced, within max_sessions (2).
+        await eventually(lambda: pool.spare_count >= 1, what="a new spare process is ready", timeout=WAIT)
+        (new_spare,) = [pid for pid in started.pids if pid != spare_pid]
+        pids = [session.pid, new_spare]
         assert pids[1] != spare_pid
     finally:
         async with asyncio.timeout(WAIT):
@@ -425,9 +444,7 @@ async def test_spare_processes_count_in_max_sessions(fake_server: list[str]) -> 
     pool = SessionPool(None, settings.routes[0])  # type: ignore[arg-type]  # stdio never uses HTTP
     try:
         pool.prewarm()
-        async with asyncio.timeout(WAIT):
-            while pool.spare_count < 2:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: pool.spare_count >= 2, what="two spare processes are ready", timeout=WAIT)
         assert len(pool._spares) == 2, "never more processes than max_sessions"
         key = pool.key_for("Bearer a", CAPABILITIES)
         async with asyncio.timeout(WAIT):
@@ -554,8 +571,12 @@ async def test_a_server_and_its_children_are_the_oom_killer_s_choice_before_the_
     try:
         async with asyncio.timeout(WAIT):
             await server.spawn()
-            while not pid_file.exists() or not pid_file.read_text():
-                await asyncio.sleep(0.02)  # deliberate: waiting for the server to fork its child
+        await eventually(
+            lambda: pid_file.exists() and pid_file.read_text(),
+            what="the server forked its child (and wrote its pid)",
+            timeout=WAIT,
+            interval=0.02,
+        )
         assert server.pid is not None
         assert _oom_score_adj(server.pid) == 1000
         assert _oom_score_adj(int(pid_file.read_text())) == 1000, "inherited by what it starts later"
