@@ -159,13 +159,18 @@ class Modern:
         result: dict[str, Any] = message["result"]
         return result
 
-    async def round_trip(self, tool: str = "ask_city") -> None:
-        """A two-round flow: the call, InputRequiredResult, the retry with the answer."""
-        first = await self.call(tool, {})
-        assert first["resultType"] == "input_required", first
-        answers = {k: {"action": "accept", "content": {"city": "Paris"}} for k in first["inputRequests"]}
-        done = await self.call(tool, {}, {"inputResponses": answers, "requestState": first["requestState"]})
-        assert done["content"][0]["text"] == "city=Paris", done
+    async def round_trip(self, tool: str = "ask_city", expect: str = "city=Paris", rounds: int = 1) -> None:
+        """An interactive flow: the call, then one retry per InputRequiredResult, each carrying the
+        answers to that round's questions (:func:`answer`); ``rounds`` input rounds, then ``expect``."""
+        extra: dict[str, Any] | None = None
+        for _ in range(rounds):
+            asked = await self.call(tool, {}, extra)
+            assert asked["resultType"] == "input_required", asked
+            answers = {k: answer(r) for k, r in asked["inputRequests"].items()}
+            extra = {"inputResponses": answers, "requestState": asked["requestState"]}
+        done = await self.call(tool, {}, extra)
+        assert done.get("resultType", "complete") == "complete", done
+        assert done["content"][0]["text"] == expect, done
 
 
 class Legacy:
@@ -215,12 +220,15 @@ class Legacy:
             result: dict[str, Any] = last_message(raw, resp.content_type)["result"]
             return result
 
-    async def round_trip(self, tool: str = "ask_city") -> None:
-        """The same two-round flow spoken directly in the handshake era: ``tools/call`` on the
-        session, the server's ``elicitation/create`` on the call's SSE stream, the answer POSTed
-        back while that stream stays open, then the result on the stream. What the backend itself
-        costs for the flow the gateway translates (the gateway cannot be faster than this)."""
+    async def round_trip(self, tool: str = "ask_city", expect: str = "city=Paris", rounds: int = 1) -> None:
+        """The same flow spoken directly in the handshake era (an inline client): ``tools/call`` on
+        the session, each of the server's ``elicitation/create`` requests on the call's SSE stream
+        answered by POSTing the JSON-RPC response to the same session while that stream stays open,
+        then the result on the stream. The backend sees what the gateway sends it (the call and one
+        answer per question, less the gateway's fence pings); through the bare hop, one proxy hop per
+        HTTP exchange. ``rounds`` questions are expected."""
         body = self.body(tool, {})
+        asked = 0
         async with self.http.post(self.url, json=body, headers=self.session_headers, timeout=TIMEOUT) as resp:
             if resp.status != 200 or resp.content_type != "text/event-stream":
                 raise RuntimeError(f"{self.url} answered HTTP {resp.status} {resp.content_type}")
@@ -229,19 +237,31 @@ class Legacy:
                     continue
                 message = json.loads(line[5:])
                 if message.get("method") == "elicitation/create":
-                    answer = {
-                        "jsonrpc": "2.0",
-                        "id": message["id"],
-                        "result": {"action": "accept", "content": {"city": "Paris"}},
-                    }
+                    asked += 1
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer(message)}
                     async with self.http.post(
-                        self.url, json=answer, headers=self.session_headers, timeout=TIMEOUT
+                        self.url, json=reply, headers=self.session_headers, timeout=TIMEOUT
                     ) as ack:
                         await ack.read()
                 elif message.get("id") == body["id"]:
-                    assert message["result"]["content"][0]["text"] == "city=Paris", message
+                    assert message["result"]["content"][0]["text"] == expect, message
+                    assert asked == rounds, f"{asked} questions, {rounds} expected"
                     return
         raise RuntimeError(f"{self.url}: the call's stream ended without its result")
+
+
+ANSWERS: dict[str, Any] = {"city": "Paris", "name": "alice", "color": "blue", "day": "friday", "time": "20:00"}
+"""What the bench's clients answer for a form field, by name (fields not listed: their type's default)."""
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """The accepting answer to a form ``elicitation/create`` (a 2026-07-28 input request or a
+    handshake-era JSON-RPC request: both carry ``method`` and ``params``)."""
+    assert request["method"] == "elicitation/create", request
+    fields = request["params"].get("requestedSchema", {}).get("properties", {})
+    defaults = {"integer": 2, "number": 2, "boolean": True}
+    content = {k: ANSWERS.get(k, defaults.get(v.get("type"), "x")) for k, v in fields.items()}
+    return {"action": "accept", "content": content}
 
 
 def gateway_config(port: int, routes: list[str], extra: str = "") -> str:

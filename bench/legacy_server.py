@@ -2,7 +2,9 @@
 
 Tools: ``add`` (no input, tiny answer), ``size`` (the length of its argument: carries 5 B, 64 KiB
 or 1 MiB in with a tiny answer), ``blob`` (a result of ``size`` characters), ``ask_city`` (one form
-elicitation: the two-round flow). ``--transport stdio`` serves one session on stdin/stdout.
+elicitation: the two-round flow), ``book_table`` (two dependent form elicitations, the second quoting
+the first answer: two input rounds, three 2026-07-28 requests; the native server's ``ask_two`` is the
+same shape). ``--transport stdio`` serves one session on stdin/stdout.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from pydantic import BaseModel
 
 class City(BaseModel):
     city: str
+
+
+class Day(BaseModel):
+    day: str
+
+
+class Time(BaseModel):
+    time: str
 
 
 def build(port: int) -> FastMCP:
@@ -43,6 +53,17 @@ def build(port: int) -> FastMCP:
         if isinstance(answer, AcceptedElicitation):
             return f"city={answer.data.city}"
         return f"action={answer.action}"
+
+    @mcp.tool()
+    async def book_table(ctx: Context) -> str:
+        """Two dependent form elicitations: the second question quotes the first answer."""
+        day = await ctx.elicit("Which day?", Day)
+        if not isinstance(day, AcceptedElicitation):
+            return f"action={day.action}"
+        time = await ctx.elicit(f"At what time on {day.data.day}?", Time)
+        if not isinstance(time, AcceptedElicitation):
+            return f"action={time.action}"
+        return f"booked={day.data.day} {time.data.time}"
 
     return mcp
 

@@ -6,7 +6,7 @@ direct (handshake-era client → FastMCP), hop (same client → bare aiohttp hop
 every path alike. The overhead ratio is ``(gateway - direct) / (hop - direct)`` of the medians: the
 gateway's own cost in units of the cheapest possible Python hop.
 
-Load: 64 connections for a fixed time, after one uncounted second per path, with ``wrk`` (Debian
+Load: 64 connections (then 1) for a fixed time, after one uncounted second per path, with ``wrk`` (Debian
 package) when it is installed, else an aiohttp load generator of the bench's own (the report says
 which). CPU per request is the proxy process's user+system CPU time over the run divided by the
 requests it served.
@@ -109,7 +109,7 @@ def wrk(
             # is one the gateway must cancel upstream (its backend session is then not reused)
             [
                 "wrk",
-                "-t2",
+                f"-t{min(2, concurrency)}",
                 f"-c{concurrency}",
                 f"-d{max(int(seconds), 1)}s",
                 "--timeout",
@@ -161,11 +161,15 @@ async def warm_up(url: str, body: dict[str, Any], headers: dict[str, str], concu
 
 
 async def load(
-    targets: dict[str, tuple[str, dict[str, Any], dict[str, str], int | None]], seconds: float
+    targets: dict[str, tuple[str, dict[str, Any], dict[str, str], int | None]],
+    seconds: float,
+    concurrency: int = CONCURRENCY,
 ) -> dict[str, Any]:
-    """``targets``: path → (url, body, headers, pid of the proxy process or None)."""
+    """``targets``: path → (url, body, headers, pid of the proxy process or None). At
+    ``concurrency`` 1 it is CPU per call of one client calling back to back (the c=1 figure beside
+    the 64-connection one)."""
     tool = "wrk" if shutil.which("wrk") else "aiohttp"
-    out: dict[str, Any] = {"generator": tool, "concurrency": CONCURRENCY, "seconds": seconds}
+    out: dict[str, Any] = {"generator": tool, "concurrency": concurrency, "seconds": seconds}
     for path, (url, body, headers, pid) in targets.items():
         # Warm-up, not counted: the gateway's pool opens backend sessions as concurrency grows (the
         # hop forwards one client session), and a steady state is what CPU per request describes.
@@ -173,13 +177,13 @@ async def load(
         # stops by closing its connections with calls in flight, and a call whose client went away
         # costs the gateway its backend session (cancelled upstream and never reused, since the
         # backend may still send for it), so a wrk warm-up made the measured run reopen them all.
-        await warm_up(url, body, headers)
+        await warm_up(url, body, headers, concurrency)
         cpu_before = cpu_seconds(pid) if pid else 0.0
         started = time.perf_counter()
         if tool == "wrk":
-            done, bad = await asyncio.to_thread(wrk, url, body, headers, seconds)
+            done, bad = await asyncio.to_thread(wrk, url, body, headers, seconds, concurrency)
         else:
-            done, bad = await _aiohttp_load(url, body, headers, seconds)
+            done, bad = await _aiohttp_load(url, body, headers, seconds, concurrency)
         elapsed = time.perf_counter() - started
         figures: dict[str, Any] = {"requests": done, "non_2xx": bad, "rps": round(done / elapsed, 1)}
         if pid:

@@ -110,6 +110,61 @@ def latency_table(report: dict[str, Any]) -> str:
         )
         + ".",
     ]
+    if "load_c1" in report:
+        rows[-1] += " " + cpu_line(report)
+    return "\n".join(rows)
+
+
+def cpu_line(report: dict[str, Any]) -> str:
+    """CPU per pass-through call of the hop and the gateway at c=1 and c=64 (``load_c1``, ``load``)."""
+    parts = []
+    for key in ("load_c1", "load"):
+        load = report[key]
+        hop, gateway = (load[p].get("cpu_ms_per_request") for p in ("hop", "gateway"))
+        parts.append(
+            f"c={load['concurrency']}: hop {hop:.2f} ms, gateway {gateway:.2f} ms ({load.get('cpu_ratio')}x;"
+            f" {load['hop']['rps']:.0f} / {load['gateway']['rps']:.0f} req/s)"
+        )
+    return "CPU per pass-through call (process user+system time / calls, `add`): " + "; ".join(parts) + "."
+
+
+FLOW_PATHS = (
+    ("native", "native mcp 2.3.0"),
+    ("legacy_direct", "legacy inline, direct"),
+    ("legacy_hop", "legacy inline, bare hop"),
+    ("gateway", "gateway"),
+)
+
+
+def flows_table(rounds: dict[str, Any]) -> str:
+    """The interactive flows (``ask_city``: one round, ``book_table``: two) on every path, the
+    floor ratios, and CPU per flow (reports with ``book_table``)."""
+    flows = {"ask_city": rounds, "book_table": rounds["book_table"]}
+    rows = [
+        "| flow | "
+        + " | ".join(f"{label} median / p99" for _, label in FLOW_PATHS)
+        + " | (gateway - direct) / (hop - direct) | gateway / hop | gateway / native |",
+        "|---" * (len(FLOW_PATHS) + 4) + "|",
+    ]
+    for name, figures in flows.items():
+        cells = [f"{figures[p]['median_ms']:.2f} / {figures[p]['p99_ms']:.2f} ms" for p, _ in FLOW_PATHS]
+        rows.append(
+            f"| `{name}` | "
+            + " | ".join(cells)
+            + f" | {figures.get('hop_overhead_ratio')}x | {figures.get('hop_flow_ratio')}x | {figures['ratio']}x |"
+        )
+    cpu = rounds.get("cpu_ms_per_flow")
+    if cpu:
+        rows += [
+            "",
+            f"CPU per flow ({cpu['flows']} sequential flows of each kind per proxy): "
+            + "; ".join(
+                f"`{name}` hop {cpu[name]['legacy_hop']:.2f} ms, gateway {cpu[name]['gateway']:.2f} ms"
+                f" ({cpu[name].get('ratio')}x)"
+                for name in flows
+            )
+            + ".",
+        ]
     return "\n".join(rows)
 
 
@@ -195,6 +250,18 @@ def section(report: dict[str, Any], before: dict[str, Any] | None, profile: dict
         "",
         latency_table(report),
         "",
+        *(
+            [
+                "Interactive flows (interleaved; `ask_city` one question, 2 requests to the gateway; `book_table`"
+                " two dependent questions, 3 requests; the native server's `ask_two` is the same shape; legacy"
+                " inline = a handshake-era client answering on the call's SSE stream):",
+                "",
+                flows_table(rounds),
+                "",
+            ]
+            if "book_table" in rounds
+            else []
+        ),
         f"Two-round flow (`ask_city`): gateway {rounds['gateway']['median_ms']:.2f} ms (p99 "
         f"{rounds['gateway']['p99_ms']:.2f}), native mcp 2.3.0 {rounds['native']['median_ms']:.2f} ms (p99 "
         f"{rounds['native']['p99_ms']:.2f})"

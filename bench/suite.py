@@ -5,8 +5,10 @@ It starts, as subprocesses bound to 127.0.0.1: the handshake-era backend (mcp 1.
 ``tests/peers/native_mcpserver.py``), the bare aiohttp hop (``bench/forward_hop.py``) and the
 gateway on DEFAULT route settings (one HTTP route, one stdio route running the same FastMCP server
 per session). Then, in this order: the stdio route's first burst (cold), pass-through latency
-(interleaved), the two-round flow vs native (interleaved), 300 concurrent interactive flows, a
-4 MiB result with the worst ``/healthz`` stall, throughput + CPU at 64 concurrent, the codec,
+(interleaved), the interactive flows (``ask_city``, ``book_table``) through the gateway, on the native
+server and as the legacy backend's own inline flow directly and through the hop (interleaved), with
+CPU per flow, 300 concurrent interactive flows, a 4 MiB result with the worst ``/healthz`` stall,
+throughput + CPU per call at 64 concurrent and at 1 (``load``, ``load_c1``), the codec,
 RSS per held call (a dedicated gateway and :mod:`bench.light_server`), and tasks (:mod:`bench.tasks`:
 RSS per retained and per running task, ``tasks/get`` on the owner and through a second replica).
 
@@ -159,13 +161,17 @@ async def run(
                 print(f"pass-through tools/call, c=1, {profile['runs']} interleaved samples per path and size")
                 report["passthrough"] = await passthrough.latency(direct, hop, gateway, profile["runs"])
             if "two_round" in only:
-                print(f"two-round flow (ask_city), {profile['rounds']} interleaved samples, default settings")
+                print(
+                    f"interactive flows (ask_city: one round; book_table: two), {profile['rounds']} interleaved"
+                    " samples, default settings; then CPU per flow"
+                )
                 report["two_round"] = await rounds.two_round(
                     gateway,
                     Modern(http, urls["native"]),
                     profile["rounds"],
                     await Legacy(http, backend).open(),
                     await Legacy(http, urls["hop"]).open(),
+                    pids={"gateway": gw_proc.pid, "legacy_hop": hop_proc.pid},
                 )
             if "burst" in only:
                 print("burst of interactive flows, default settings")
@@ -187,6 +193,8 @@ async def run(
             if "load" in only:
                 print(f"load: {passthrough.CONCURRENCY} concurrent, {profile['load']} s per path")
                 report["load"] = await passthrough.load(targets, profile["load"])
+                print(f"load: 1 connection, {profile['load']} s per path (CPU per call at c=1)")
+                report["load_c1"] = await passthrough.load(targets, profile["load"], concurrency=1)
     finally:
         procs.stop()
         Path(cfg.name).unlink()
