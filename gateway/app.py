@@ -191,7 +191,6 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         backend=backend,
         metrics=metrics,
         group=app[keys.MCP_TASKS],
-        background=app[keys.BACKGROUND],
         replica_id=settings.replica_id,
         boot=boundary.boot,
         advertise_url=config.replicas.advertise_url,

@@ -12,17 +12,26 @@ lookup before a ``tools/call`` and the call itself meeting the same dead backend
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from gateway.calls.context import CallContext, Caller
+from gateway.calls.ending import (
+    CANCEL_GRACE,
+    CLIENT_GONE,
+    STOP_GRACE,
+    Ending,
+    answered_in_time,
+    cancel_reason,
+    refusal,
+    settle,
+)
 from gateway.calls.request import Call, CallRequest
 from gateway.calls.route import RouteRuntime
-from gateway.errors import BackendUnavailable, GatewayError, UpstreamError
+from gateway.errors import BackendUnavailable, GatewayError, MissingCapability, UpstreamError
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.pool import PooledSession
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerRequest, SessionExpired, expiry_answer
@@ -35,33 +44,11 @@ from gateway.translate import results
 
 log = structlog.get_logger("gateway.calls")
 
-STOP_GRACE = 1.0
-"""Seconds a call whose server request was refused may take to end by itself before it is cancelled."""
-CANCEL_GRACE = 5.0
-"""Seconds a cancelled call's session waits for the backend's last word before it is reused."""
 ABANDON_GRACE = 0.5
 """Seconds a call whose client went away may take to be answered before it is cancelled (see
-``Backend._wind_down``)."""
-
-
-CLIENT_GONE = "client disconnected"
+``Backend._cancel``)."""
 SESSION_STATE_ANSWERS = frozenset({"roots/list"})
 """Server requests whose client answer a legacy server may keep for the session (docs/session-state.md)."""
-
-
-def cancel_reason(exc: BaseException) -> str | None:
-    """Why an unanswered backend call is being abandoned, if it should be cancelled upstream."""
-    if isinstance(exc, asyncio.CancelledError):
-        return CLIENT_GONE
-    if isinstance(exc, BackendUnavailable) and exc.reason == "timeout":
-        return "gateway timeout"
-    if isinstance(exc, GatewayError):
-        return None
-    return "gateway error"
-
-
-def _refusal(event: ServerRequest, why: str) -> JsonObj:
-    return {"code": METHOD_NOT_FOUND, "message": f"{event.method}: {why}"}
 
 
 class Backend:
@@ -84,6 +71,14 @@ class Backend:
         except BackendUnavailable as exc:
             count_backend_error(self._metrics, route.name, exc.reason)
             raise
+
+    async def initialize_result(self, route: RouteRuntime, caller: Caller, normalized: JsonObj) -> JsonObj:
+        """The ``initialize`` result of a (shared) session of the route's pool for ``caller``."""
+        pooled = await self.acquire(route, caller, normalized, exclusive=False)
+        try:
+            return pooled.session.initialize_result
+        finally:
+            self._give_back(route, pooled, reusable=True, exclusive=False)
 
     def lease(self, call: Call, *, exclusive: bool) -> Lease:
         """``async with backend.lease(call, exclusive=...) as lease:`` — a session for ``call``, not
@@ -144,7 +139,15 @@ class Backend:
     async def refuse_server_request(self, ctx: CallContext, event: ServerRequest, why: str) -> None:
         """Answer a server request the client must not see with an error (never a made-up answer:
         a "decline" would claim the user said no); the backend decides what its call does next."""
-        await ctx.session.respond(event.id, error=_refusal(event, why))
+        await ctx.session.respond(event.id, error=refusal(event, why))
+
+    async def plain_answer(self, ctx: CallContext, exchange: Exchange) -> FinalResponse:
+        """The answer of a request that must not ask anything (a plain method, a listing, a legacy
+        task's creation): its server requests refused, its notifications dropped."""
+        while not isinstance(event := await exchange.next(ctx.route.config.backend.timeout), FinalResponse):
+            if isinstance(event, ServerRequest):
+                await self.refuse_server_request(ctx, event, "not allowed during this method")
+        return event
 
     async def claim_unclaimed(self, ctx: CallContext) -> list[ServerRequest]:
         """Take the server requests no call owned on the leased session (e.g. ``roots/list`` sent right
@@ -159,6 +162,20 @@ class Backend:
                 await self.refuse_server_request(ctx, event, "the client did not declare this capability")
         return claimed
 
+    async def screen(self, ctx: CallContext, event: ServerRequest) -> bool:
+        """Whether the client of an interactive call (a held call's, a task's) may be asked ``event``.
+        One no client could be asked is refused here (False). One whose capability the client did
+        not declare (basic/index.mdx §_meta, a MUST) is never forwarded: the call is ended
+        (:meth:`abandon`) and its -32021 raised."""
+        missing = caps.allows(ctx.normalized_caps, event.method, event.params)
+        if missing == {}:  # nothing any client could be asked
+            await self.refuse_server_request(ctx, event, "not supported by the gateway")
+            return False
+        if missing is not None:
+            self.abandon(ctx, event)  # refused, cancelled and settled in the background
+            raise MissingCapability(missing)
+        return True
+
     def abandon(self, ctx: CallContext, refused: ServerRequest) -> None:
         """End an interactive call the client cannot serve (it lacks a capability the backend asked
         for): refuse the request, cancel the call, and hand the session back usable, in the background."""
@@ -167,58 +184,30 @@ class Backend:
         ctx.released = True
         ctx.end_span("missing_capability")
         exchange, ctx.exchange = ctx.exchange, None
-        self._tasks.spawn(self._cancel_and_settle(ctx, ctx.pooled, exchange, refused), name="backend-cancel")
+        steps = partial(self._refuse_and_cancel, ctx, exchange, refused)
+        self._tasks.spawn(
+            self._wind_down(ctx, ctx.pooled, exchange, steps, "backend_cancel_failed"), name="backend-cancel"
+        )
 
-    async def _cancel_and_settle(
-        self, ctx: CallContext, pooled: PooledSession, exchange: Exchange | None, refused: ServerRequest
-    ) -> None:
+    async def _refuse_and_cancel(self, ctx: CallContext, exchange: Exchange | None, refused: ServerRequest) -> bool:
         """Answer ``refused`` with an error and give the call ``STOP_GRACE`` seconds to end by itself
         (most tools fail at once on the refusal); if it does not, send ``notifications/cancelled`` and
         read its last messages for up to ``CANCEL_GRACE`` seconds, refusing further requests. A server
-        that honours the cancellation may stay silent (the spec lets it), which is a clean end too.
+        that honours the cancellation may stay silent (the spec lets it), which is a clean end too:
+        the session is kept.
 
         The cancellation is not sent first on purpose: a server may end its whole session when a tool
         waiting on a server request is cancelled (mcp 1.30.0 FastMCP does), and the refusal alone
         usually ends the call without that cost."""
-        session = pooled.session
-        reusable = True
-        try:
-            await session.respond(refused.id, error=_refusal(refused, "the client did not declare this capability"))
-            if exchange is not None and not await self._settle(ctx, session, exchange, STOP_GRACE):
-                await session.notify(
-                    "notifications/cancelled",
-                    {"requestId": exchange.request_id, "reason": "the client lacks a required capability"},
-                )
-                log.info("backend_call_cancelled", route=ctx.route.name, reason="missing_capability")
-                await self._settle(ctx, session, exchange, CANCEL_GRACE)
-        except GatewayError as exc:  # the backend did not take our answer: do not trust the session
-            log.info("backend_cancel_failed", route=ctx.route.name, reason=exc.reason)
-            reusable = False
-        except Exception:  # deny-on-error: a cancellation must never leak a session
-            log.exception("backend_cancel_failed", route=ctx.route.name)
-            reusable = False
-        finally:
-            if exchange is not None:
-                await exchange.aclose()
-            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
-
-    @staticmethod
-    async def _settle(ctx: CallContext, session: Any, exchange: Exchange, grace: float) -> bool:
-        """Read an abandoned call's messages for up to ``grace`` seconds; True once it has ended (its
-        final response, or its stream closed: a broken session says so itself and the pool then
-        closes it), False if it is still running."""
-        timeout = ctx.route.config.backend.timeout
-        if exchange.answered:
-            return True
-        try:
-            async with asyncio.timeout(min(grace, timeout)):
-                while not isinstance(event := await exchange.next(timeout), FinalResponse):
-                    if isinstance(event, ServerRequest):
-                        await session.respond(event.id, error=_refusal(event, "the call was cancelled"))
-        except TimeoutError:
-            return False
-        except GatewayError:
-            return True
+        bound = ctx.route.config.backend.timeout
+        await ctx.session.respond(refused.id, error=refusal(refused, "the client did not declare this capability"))
+        if exchange is not None and not await settle(ctx, exchange, min(STOP_GRACE, bound)):
+            await ctx.session.notify(
+                "notifications/cancelled",
+                {"requestId": exchange.request_id, "reason": "the client lacks a required capability"},
+            )
+            log.info("backend_call_cancelled", route=ctx.route.name, reason="missing_capability")
+            await settle(ctx, exchange, min(CANCEL_GRACE, bound))
         return True
 
     def answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
@@ -255,27 +244,32 @@ class Backend:
         result, error = expiry_answer(method)
         await session.respond(backend_id, result=result, error=error)
 
-    def release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | None = None) -> None:
+    def release(self, ctx: CallContext, *, reusable: bool = True, cancel: str | Ending | None = None) -> None:
+        """Give the call's session up, once: at once when the backend is done with the call; else in
+        the background, its work ended as ``cancel`` says (a reason: ``notifications/cancelled`` and
+        the session closed; an :class:`~gateway.calls.ending.Ending`: a task's end), by
+        :meth:`_wind_down`. With no ``cancel`` a call still running is left to its session."""
         if ctx.released:
             return
         ctx.released = True
         ctx.end_span()
         pooled = ctx.pooled
         exchange, ctx.exchange = ctx.exchange, None
-        if exchange is not None and not exchange.answered:
+        ending = Ending(cancel) if isinstance(cancel, str) else cancel
+        running = exchange is not None and not exchange.answered
+        if running and (ending is None or not ending.settle):
             reusable = False  # the backend is still working on it: don't hand the session on
-        else:
-            cancel = None
-        if ctx.exclusive:
-            pooled.session.attach(None)
-        if cancel is None:
+        if ending is None or not (running or ending.pending):
             # The common case stays synchronous, so the next call on this key finds the session idle.
             if exchange is not None:
                 exchange.close_nowait()
-            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
+            self._give_back(ctx.route, pooled, reusable=reusable, exclusive=ctx.exclusive)
             return
+        if ctx.exclusive and not ending.settle:
+            pooled.session.attach(None)  # a settled ending reads (and refuses) the call's requests to its end
+        steps = partial(self._cancel, ctx, exchange, ending, reusable)
         self._tasks.spawn(
-            self._wind_down(ctx, pooled, exchange, reusable=reusable, cancel=cancel), name="backend-wind-down"
+            self._wind_down(ctx, pooled, exchange, steps, "backend_wind_down_failed"), name="backend-wind-down"
         )
 
     async def _wind_down(
@@ -283,11 +277,27 @@ class Backend:
         ctx: CallContext,
         pooled: PooledSession,
         exchange: Exchange | None,
-        *,
-        reusable: bool,
-        cancel: str,
+        steps: Callable[[], Awaitable[bool]],
+        failure: str,
     ) -> None:
-        """Tell the backend an abandoned call is cancelled, then close the exchange and the session.
+        """The end of every call given up in the background: ``steps`` end the backend's work (True:
+        the session may serve another call); then the exchange is closed and the session given back.
+        A failure (logged as ``failure``) closes the session: the backend did not take our word."""
+        reusable = False
+        try:
+            reusable = await steps()
+        except GatewayError as exc:
+            log.info(failure, route=ctx.route.name, reason=exc.reason)
+        except Exception:  # deny-on-error: a call given up must never leak a session
+            log.exception(failure, route=ctx.route.name)
+        finally:
+            if exchange is not None:
+                await exchange.aclose()
+            self._give_back(ctx.route, pooled, reusable=reusable, exclusive=ctx.exclusive)
+
+    async def _cancel(self, ctx: CallContext, exchange: Exchange | None, ending: Ending, reusable: bool) -> bool:
+        """End a call given up as ``ending`` says (a held call's, a task's); whether its session may
+        serve another call.
 
         Legacy servers do not treat a dropped connection as cancellation, so an abandoned call gets
         an explicit ``notifications/cancelled`` before its session is closed. A call whose client
@@ -297,36 +307,25 @@ class Backend:
         (no cancellation to send, no session to close and open again). Anything else in that time
         (a server request, a failure, silence) ends it as before.
         """
-        try:
-            if exchange is not None:
-                if cancel == CLIENT_GONE and await self._answered_in_time(exchange, ABANDON_GRACE):
-                    reusable = True
-                else:
-                    with contextlib.suppress(GatewayError):
-                        await pooled.session.notify(
-                            "notifications/cancelled", {"requestId": exchange.request_id, "reason": cancel}
-                        )
-                    log.info("backend_call_cancelled", route=ctx.route.name, reason=cancel)
-                await exchange.aclose()
-        finally:
-            ctx.route.pool.release(pooled, reusable=reusable, exclusive=ctx.exclusive)
+        session = ctx.session
+        for item in ending.pending:
+            result, error = expiry_answer(item.method, ending.cancelled)
+            await session.respond(item.backend_id, result=result, error=error)
+        if exchange is not None and ending.first is not None and not exchange.answered:
+            await ending.first(ctx)
+            await settle(ctx, exchange, CANCEL_GRACE, ending.subject)
+        if exchange is None or (ending.settle and exchange.answered):
+            return reusable
+        if ending.reason == CLIENT_GONE and await answered_in_time(exchange, ABANDON_GRACE):
+            return True
+        await session.notify("notifications/cancelled", {"requestId": exchange.request_id, "reason": ending.reason})
+        log.info("backend_call_cancelled", route=ctx.route.name, reason=ending.reason)
+        return await settle(ctx, exchange, CANCEL_GRACE, ending.subject) if ending.settle else reusable
 
     @staticmethod
-    async def _answered_in_time(exchange: Exchange, grace: float) -> bool:
-        """The exchange's answer (a result or a JSON-RPC error) arrives within ``grace`` seconds,
-        with nothing but notifications before it."""
-        deadline = asyncio.get_running_loop().time() + grace
-        try:
-            while (left := deadline - asyncio.get_running_loop().time()) > 0:
-                event = await exchange.next(left)
-                if isinstance(event, FinalResponse):
-                    return True
-                if isinstance(event, ServerRequest):
-                    exchange.unanswered(event)  # its client is gone
-                    return False
-        except GatewayError:
-            return False
-        return False
+    def _give_back(route: RouteRuntime, pooled: PooledSession, *, reusable: bool, exclusive: bool) -> None:
+        """The one place a leased session goes back to its pool (closed there when not ``reusable``)."""
+        route.pool.release(pooled, reusable=reusable, exclusive=exclusive)
 
     def discard(self, ctx: CallContext, *, cancel: str | None = None) -> None:
         self.release(ctx, reusable=False, cancel=cancel)

@@ -203,26 +203,16 @@ class CallCore:
     async def _discover(self, call: Call) -> JsonObj:
         route = call.route
         normalized = caps.normalize(call.request.client_capabilities)
-        pooled = await self._backend.acquire(route, call.caller, normalized, exclusive=False)
-        try:
-            init = pooled.session.initialize_result
-        finally:
-            route.pool.release(pooled, exclusive=False)
+        init = await self._backend.initialize_result(route, call.caller, normalized)
         cache = route.config.cache
         return results.discover_result(
             init, ttl_ms=cache.ttl_ms, cache_scope=cache.scope, tasks=route.config.tasks.enabled
         )
 
     async def _plain(self, call: Call) -> JsonObj:
-        route = call.route
         async with self._backend.lease(call, exclusive=False) as lease:
-            exchange = await lease.send()
-            while True:
-                event = await exchange.next(route.config.backend.timeout)
-                if isinstance(event, FinalResponse):
-                    return self._backend.finish(lease.ctx, call.request, event)
-                if isinstance(event, ServerRequest):
-                    await self._backend.refuse_server_request(lease.ctx, event, "not allowed during this method")
+            answer = await self._backend.plain_answer(lease.ctx, await lease.send())
+            return self._backend.finish(lease.ctx, call.request, answer)
 
     # -- interactive methods ----------------------------------------------------------------
 
@@ -290,18 +280,14 @@ class CallCore:
             if isinstance(event, ServerNotification):
                 await call.notify(event)
                 continue
-            missing = caps.allows(ctx.normalized_caps, event.method, event.params)
-            if missing == {}:  # nothing any client could be asked
-                await self._backend.refuse_server_request(ctx, event, "not supported by the gateway")
-                continue
-            if missing is not None:
-                # The client did not declare what the backend needs (basic/index.mdx §_meta, a MUST):
-                # never forward it; end the call with -32021 and cancel the backend's work.
+            try:
+                asked = await self._backend.screen(ctx, event)
+            except MissingCapability:  # the call ended with -32021, the backend's work cancelled
                 if hold is not None:
                     self._registry.remove(hold)
-                self._backend.abandon(ctx, event)
-                raise MissingCapability(missing)
-            batch.append(event)
+                raise
+            if asked:
+                batch.append(event)
         return self._ask(lease, call, hold, batch)
 
     # -- tasks ------------------------------------------------------------------------------

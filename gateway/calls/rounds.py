@@ -15,8 +15,7 @@ from typing import Any, Literal
 
 from gateway.calls.context import CallContext
 from gateway.calls.request import Call
-from gateway.calls.transcript import Step
-from gateway.errors import InvalidParams
+from gateway.calls.transcript import Step, checked_answer
 from gateway.holds.registry import Hold, Pending
 from gateway.legacy.session import JsonObj, ServerRequest
 from gateway.state.claims import request_digest
@@ -77,17 +76,15 @@ def ask_urls(hold: Hold[CallContext], elicitations: list[JsonObj]) -> None:
 
 
 def checked_answers(hold: Hold[CallContext], responses: Mapping[str, Any]) -> dict[str, JsonObj]:
-    """The retry's answers to the requests of ``hold``, each checked against the kind of request it
-    answers (unknown keys ignored); a malformed one raises :class:`~gateway.errors.InvalidParams`."""
-    answers: dict[str, JsonObj] = {}
-    for key, pending in hold.pending.items():
-        if key not in responses:
-            continue
-        try:
-            answers[key] = inputs.check_response(pending.method, responses[key])
-        except inputs.MalformedInputResponse as exc:
-            raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
-    return answers
+    """The retry's answers to the requests of ``hold`` (:func:`answers_to`)."""
+    return answers_to(hold.pending, responses)
+
+
+def answers_to(pending: Mapping[str, Pending], responses: Mapping[str, Any]) -> dict[str, JsonObj]:
+    """The client's answers to the questions ``pending`` (a hold's, a task's), each checked against
+    the kind of request it answers (:func:`~gateway.calls.transcript.checked_answer`; unknown keys
+    ignored); a malformed one raises :class:`~gateway.errors.InvalidParams`."""
+    return {key: checked_answer(key, p.method, responses[key]) for key, p in pending.items() if key in responses}
 
 
 def consent(hold: Hold[CallContext], answers: dict[str, JsonObj]) -> Literal["accepted", "waiting", "declined"]:

@@ -85,12 +85,19 @@ def plan(entries: Sequence[Any], responses: Mapping[str, Any]) -> list[Step]:
             continue
         key = step.key
         if step.answer is None and key in responses:
-            try:
-                step.answer = inputs.check_response(step.method, responses[key])
-            except inputs.MalformedInputResponse as exc:
-                raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
+            step.answer = checked_answer(key, step.method, responses[key])
         steps.append(step)
     return steps
+
+
+def checked_answer(key: str, method: str, response: Any) -> JsonObj:
+    """The client's answer under ``key`` to a ``method`` server request, checked against the kind of
+    request it answers; a malformed one raises :class:`~gateway.errors.InvalidParams` (the one check
+    of a held call's, a replay's and a task's answers)."""
+    try:
+        return inputs.check_response(method, response)
+    except inputs.MalformedInputResponse as exc:
+        raise InvalidParams(f"Invalid inputResponses[{key!r}]: {exc}", reason="bad_input_response") from None
 
 
 @dataclass(eq=False)

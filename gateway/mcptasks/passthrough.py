@@ -35,15 +35,17 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final
 
 import structlog
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from gateway.calls.backend import CANCEL_GRACE, Backend, Lease
+from gateway.calls.backend import Backend, Lease
 from gateway.calls.context import CallContext
+from gateway.calls.ending import CANCEL_GRACE, Ending
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, UpstreamError
 from gateway.holds.registry import Pending
@@ -52,11 +54,9 @@ from gateway.legacy.session import (
     FinalResponse,
     JsonObj,
     ServerNotification,
-    ServerRequest,
     SessionExpired,
-    expiry_answer,
 )
-from gateway.mcptasks.runner import TaskRunner, settled, wind_down
+from gateway.mcptasks.runner import TaskRunner
 from gateway.mcptasks.service import TaskService, missing_extension
 from gateway.translate import capabilities as caps
 from gateway.translate import results
@@ -123,7 +123,7 @@ class LegacyTasks:
         ):
             raise missing_extension()
         created = await self._backend.send(ctx, ctx.backend_method, {**ctx.backend_params, "task": _task_param(call)})
-        answer = await _final(self._backend, ctx, created, route.config.backend.timeout)
+        answer = await self._backend.plain_answer(ctx, created)
         task = answer.result.get("task") if answer.result is not None else None
         if not isinstance(task, Mapping):
             return self._backend.finish(ctx, request, answer)  # an error, or the backend ran it without a task
@@ -171,7 +171,7 @@ class LegacyTasks:
         for _ in range(MAX_PAGES):
             exchange = await ctx.session.start("tools/list", {"cursor": cursor} if cursor else {}, ctx.headers)
             try:
-                page = await _final(self._backend, ctx, exchange, ctx.route.config.backend.timeout)
+                page = await self._backend.plain_answer(ctx, exchange)
             finally:
                 await exchange.aclose()
             result = page.result if page.result is not None else {}
@@ -207,70 +207,47 @@ def _poll_interval_ms(legacy_interval: object, route_interval_ms: int) -> int:
     return route_interval_ms
 
 
-async def _final(backend: Backend, ctx: CallContext, exchange: Exchange, timeout: float) -> FinalResponse:
-    """The answer of a request that must not ask anything (a task's creation, a listing): its server
-    requests are refused, its notifications dropped."""
-    while True:
-        event = await exchange.next(timeout)
-        if isinstance(event, FinalResponse):
-            return event
-        if isinstance(event, ServerRequest):
-            await backend.refuse_server_request(ctx, event, "not allowed during this method")
-
-
+@dataclass(kw_only=True, eq=False, repr=False)
 class PassthroughRunner(TaskRunner):
     """A :class:`TaskRunner` over a legacy task's held ``tasks/result`` exchange (module docstring)."""
 
-    def __init__(self, *, legacy_id: str, cancellable: bool, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._legacy_id = legacy_id
-        self._cancellable = cancellable
-        """The backend declares ``capabilities.tasks.cancel``: ``tasks/cancel`` is sent upstream."""
+    legacy_id: str
+    cancellable: bool
+    """The backend declares ``capabilities.tasks.cancel``: ``tasks/cancel`` is sent upstream."""
 
     def _notified(self, event: ServerNotification) -> None:
         if event.method != "notifications/tasks/status":
             super()._notified(event)
             return
         message = event.params.get("statusMessage")
-        if event.params.get("taskId") == self._legacy_id and isinstance(message, str) and message:
-            self._table.progress(self._record, message[:MAX_MESSAGE])
+        if event.params.get("taskId") == self.legacy_id and isinstance(message, str) and message:
+            self.table.progress(self.record, message[:MAX_MESSAGE])
 
-    def _giving_up(
-        self, ctx: CallContext, exchange: Exchange | None, pending: list[Pending], reason: str
-    ) -> Coroutine[Any, Any, None]:
+    def _ending(self, reason: str, pending: tuple[Pending, ...]) -> Ending:
         """With the legacy ``tasks/cancel`` upstream first when the backend supports it (without it,
         closing the session is what ends a legacy task)."""
-        if not self._cancellable:
-            return super()._giving_up(ctx, exchange, pending, reason)
-        return _cancel_upstream(ctx, exchange, pending, reason, self._legacy_id)
+        ending = super()._ending(reason, pending)
+        if not self.cancellable:
+            return ending
+        return replace(ending, first=partial(_cancel_upstream, legacy_id=self.legacy_id, reason=reason))
 
 
-async def _cancel_upstream(
-    ctx: CallContext, exchange: Exchange | None, pending: list[Pending], reason: str, legacy_id: str
-) -> None:
-    """Answer the task's pending questions as cancelled, send ``tasks/cancel`` upstream and read the
-    held ``tasks/result`` to its end; then :func:`~gateway.mcptasks.runner.wind_down` (which cancels
-    the ``tasks/result`` request itself if it has still not ended) gives the session back."""
-    session = ctx.session
+async def _cancel_upstream(ctx: CallContext, *, legacy_id: str, reason: str) -> None:
+    """Send ``tasks/cancel`` upstream and wait for its answer; the wind-down then reads the held
+    ``tasks/result`` to its end, and cancels it itself if it has still not ended
+    (:meth:`~gateway.calls.backend.Backend.release`)."""
     try:
-        for item in pending:
-            result, error = expiry_answer(item.method, "The task was cancelled")
-            await session.respond(item.backend_id, result=result, error=error)
-        if exchange is not None and not exchange.answered:
-            cancelling = await session.start("tasks/cancel", {"taskId": legacy_id}, ctx.headers)
-            try:
-                async with asyncio.timeout(CANCEL_GRACE):
-                    while not isinstance(await cancelling.next(CANCEL_GRACE), FinalResponse):
-                        pass  # its answer, whatever it is; nothing else is expected of it
-            except TimeoutError:
-                log.info("legacy_task_cancel_unanswered", route=ctx.route.name)
-            finally:
-                await cancelling.aclose()
-            log.info("legacy_task_cancelled", route=ctx.route.name, reason=reason.replace(" ", "_"))
-            await settled(ctx, exchange, CANCEL_GRACE)
+        cancelling = await ctx.session.start("tasks/cancel", {"taskId": legacy_id}, ctx.headers)
+        try:
+            async with asyncio.timeout(CANCEL_GRACE):
+                while not isinstance(await cancelling.next(CANCEL_GRACE), FinalResponse):
+                    pass  # its answer, whatever it is; nothing else is expected of it
+        except TimeoutError:
+            log.info("legacy_task_cancel_unanswered", route=ctx.route.name)
+        finally:
+            await cancelling.aclose()
+        log.info("legacy_task_cancelled", route=ctx.route.name, reason=reason.replace(" ", "_"))
     except (GatewayError, SessionExpired) as exc:
         log.info("legacy_task_cancel_failed", route=ctx.route.name, reason=getattr(exc, "reason", "expired"))
-    except Exception:  # deny-on-error: the session is still given back below
+    except Exception:  # deny-on-error: the session is still given back by the wind-down
         log.exception("legacy_task_cancel_failed", route=ctx.route.name)
-    finally:
-        await wind_down(ctx, exchange, [], reason)

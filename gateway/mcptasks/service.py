@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 import structlog
@@ -94,39 +94,27 @@ class Elsewhere:
         return self.claims.owner_url or ""
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class TaskService:
     """Tasks owned by this replica; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        ids: TaskIds,
-        table: TaskTable,
-        backend: Backend,
-        metrics: Metrics,
-        group: TaskGroup,
-        background: TaskGroup,
-        replica_id: str,
-        boot: str,
-        advertise_url: str | None,
-        principal_tag: Callable[[str | None], str | None],
-        draining: Callable[[], bool],
-        retry_after: int = 1,
-    ) -> None:
-        self._ids = ids
-        self._retry_after = retry_after
-        self._running: set[TaskRecord] = set()
-        """Records of the tasks this replica made, until :meth:`sweep` finds them ended."""
-        self.table = table
-        self._backend = backend
-        self._metrics = metrics
-        self._group = group
-        self._background = background
-        self._replica_id = replica_id
-        self._boot = boot
-        self._advertise_url = advertise_url
-        self._principal_tag = principal_tag
-        self._draining = draining
+    ids: TaskIds
+    table: TaskTable
+    backend: Backend
+    metrics: Metrics
+    group: TaskGroup
+    """The ``mcp-tasks`` group the runners run in."""
+    replica_id: str
+    boot: str
+    """This replica's id and boot, sealed in each task id as its owner."""
+    advertise_url: str | None
+    """Where the other replicas reach this one (sealed in each task id); None: nowhere."""
+    principal_tag: Callable[[str | None], str | None]
+    """What a task id binds of its caller's principal."""
+    draining: Callable[[], bool]
+    retry_after: int = 1
+    _running: set[TaskRecord] = field(default_factory=set, init=False)
+    """Records of the tasks this replica made, until :meth:`sweep` finds them ended."""
 
     # -- making tasks (the core's TaskMaker) -------------------------------------------------
 
@@ -143,7 +131,7 @@ class TaskService:
             if policy.without_extension == "reject":
                 raise missing_extension()
             return None
-        if self._draining():
+        if self.draining():
             return None  # a draining replica makes no task: the call runs as an ordinary one
         return 0.0 if policy.mode == "always" else policy.after_ms / 1000
 
@@ -165,18 +153,18 @@ class TaskService:
         policy = route.config.tasks
         ttl = policy.ttl if ttl is None else ttl
         now = self.table.now()
-        principal = self._principal_tag(call.caller.principal)
+        principal = self.principal_tag(call.caller.principal)
         claims = TaskClaims.new(
-            owner=self._replica_id,
-            owner_url=self._advertise_url,
-            boot=self._boot,
+            owner=self.replica_id,
+            owner_url=self.advertise_url,
+            boot=self.boot,
             principal=principal,
             created_ms=int(now * 1000),
             not_after_ms=int((now + ttl + policy.retention) * 1000),
         )
         record = TaskRecord(
             key=claims.key,
-            task_id=self._ids.seal(route.name, claims),
+            task_id=self.ids.seal(route.name, claims),
             route=route.name,
             principal=principal,
             created=now,
@@ -191,16 +179,15 @@ class TaskService:
         runner = runner_type(
             record=record,
             table=self.table,
-            backend=self._backend,
+            backend=self.backend,
             ctx=ctx,
             exchange=exchange,
             request=call.request,
             deadline=asyncio.get_running_loop().time() + ttl,
-            background=self._background,
         )
         record.control = runner
         lease.hand_over(runner)
-        runner.start(self._group)
+        runner.start(self.group)
         log.info("task_created", route=route.name, task=task_digest(record.task_id), target=call.request.target)
         return wire.create_result(record, record.server_info)
 
@@ -223,14 +210,14 @@ class TaskService:
         if not caps.declares_tasks(capabilities):
             raise missing_extension()
         task_id = params.get("taskId")
-        claims = self._open(route, task_id, self._principal_tag(caller))
+        claims = self._open(route, task_id, self.principal_tag(caller))
         assert isinstance(task_id, str)  # it opened
-        mine = claims.owner == self._replica_id
-        if mine and claims.boot == self._boot:
+        mine = claims.owner == self.replica_id
+        if mine and claims.boot == self.boot:
             return await self._here(route, method, params, self._record(route, claims))
         # Forwarded here because this is the owner's address, yet another replica answers at it; or
         # this replica is the owner, restarted: the owner is gone. A hop to any other address proves nothing.
-        moved = forwarded and claims.owner_url is not None and claims.owner_url == self._advertise_url
+        moved = forwarded and claims.owner_url is not None and claims.owner_url == self.advertise_url
         if mine or moved:
             return self._gone(Elsewhere(route, method, params, policy, claims, task_id))
         if forwarded or claims.owner_url is None:
@@ -241,7 +228,7 @@ class TaskService:
         """The answer when the hop to the owner failed with ``cause`` (a ``forwards_total`` outcome,
         counted here): no connection could be made (``owner_unreachable``), so the owner is gone and
         the task ``failed``; otherwise the owner may be running the task: refused as retryable."""
-        self._metrics.forwards.labels(where.route, cause).inc()
+        self.metrics.forwards.labels(where.route, cause).inc()
         if cause != OWNER_UNREACHABLE:
             raise self._unavailable(where.route, cause)
         return self._gone(where)
@@ -256,7 +243,7 @@ class TaskService:
             control = record.control
             ignored = await control.update(responses) if control is not None else len(responses)
             if ignored:
-                self._metrics.task_update_ignored_keys.labels(route).inc(ignored)
+                self.metrics.task_update_ignored_keys.labels(route).inc(ignored)
         elif method == "tasks/cancel" and record.control is not None:
             record.control.cancel()
         return results.with_server_info(dict(wire.ACK), record.server_info), record
@@ -288,16 +275,16 @@ class TaskService:
         if where.method == "tasks/get":
             return wire.detailed(record, None), record
         if where.method == "tasks/update" and (responses := _input_responses(where.params)):
-            self._metrics.task_update_ignored_keys.labels(where.route).inc(len(responses))
+            self.metrics.task_update_ignored_keys.labels(where.route).inc(len(responses))
         return dict(wire.ACK), record
 
     def _unavailable(self, route: str, cause: str) -> TaskOwnerUnavailable:
         log.info("task_owner_unavailable", route=route, cause=cause)
-        return TaskOwnerUnavailable(cause, self._retry_after)
+        return TaskOwnerUnavailable(cause, self.retry_after)
 
     def _open(self, route: str, task_id: object, principal: str | None) -> TaskClaims:
         try:
-            return self._ids.open(task_id, route=route, principal=principal, now_ms=int(self.table.now() * 1000))
+            return self.ids.open(task_id, route=route, principal=principal, now_ms=int(self.table.now() * 1000))
         except TaskIdRejected as exc:
             self._refuse(route, exc.reason)
 
@@ -327,7 +314,7 @@ class TaskService:
         return stopped
 
     def _refuse(self, route: str, reason: str) -> NoReturn:
-        self._metrics.task_id_refused.labels(route, reason).inc()
+        self.metrics.task_id_refused.labels(route, reason).inc()
         log.info("task_id_refused", route=route, reason=reason)
         raise TaskNotFound(reason)
 
@@ -347,19 +334,19 @@ class TaskService:
         if not isinstance(task_ids, list):
             raise InvalidParams("Invalid params: notifications.taskIds must be an array", reason="bad_task_ids")
         now_ms = int(self.table.now() * 1000)
-        principal = self._principal_tag(caller)
+        principal = self.principal_tag(caller)
         records: dict[str, TaskRecord] = {}
         left_out: dict[str, int] = {}
         if len(task_ids) > MAX_TASK_IDS:
             left_out["too_many"] = len(task_ids) - MAX_TASK_IDS
         for task_id in task_ids[:MAX_TASK_IDS]:
             try:
-                claims = self._ids.open(task_id, route=route, principal=principal, now_ms=now_ms)
+                claims = self.ids.open(task_id, route=route, principal=principal, now_ms=now_ms)
             except TaskIdRejected as exc:
                 left_out[exc.reason] = left_out.get(exc.reason, 0) + 1
                 continue
             record = self.table.get(claims.key)
-            if claims.owner != self._replica_id or claims.boot != self._boot:
+            if claims.owner != self.replica_id or claims.boot != self.boot:
                 left_out["elsewhere"] = left_out.get("elsewhere", 0) + 1
             elif record is None or record.route != route:
                 left_out["unknown_here"] = left_out.get("unknown_here", 0) + 1

@@ -93,33 +93,24 @@ class TaskRecord:
         return max(self.created + self.ttl, self.ended + self.retention)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class TaskTable:
     """This replica's task records, bounded; see the module docstring."""
 
-    def __init__(
-        self,
-        *,
-        max_tasks: int,
-        max_per_principal: int,
-        max_result_bytes: int,
-        retry_after: int,
-        metrics: Metrics | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._max_tasks = max_tasks
-        self._max_per_principal = max_per_principal
-        self._max_result_bytes = max_result_bytes
-        self._retry_after = retry_after
-        self._metrics = metrics
-        self._clock = clock
-        self._records: dict[str, TaskRecord] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
-        """Keys of finished records, the one that ended first first (eviction order)."""
-        self._per_principal: Counter[str | None] = Counter()
-        self._by_status: Counter[tuple[str, str]] = Counter()
-        self.retained_bytes = 0
-        self.watching = 0
-        """Change hooks registered on records (:meth:`watch`), across all records."""
+    max_tasks: int
+    max_per_principal: int
+    max_result_bytes: int
+    retry_after: int
+    metrics: Metrics | None = None
+    clock: Callable[[], float] = time.time
+    _records: dict[str, TaskRecord] = field(default_factory=dict, init=False)
+    _ended: OrderedDict[str, None] = field(default_factory=OrderedDict, init=False)
+    """Keys of finished records, the one that ended first first (eviction order)."""
+    _per_principal: Counter[str | None] = field(default_factory=Counter, init=False)
+    _by_status: Counter[tuple[str, str]] = field(default_factory=Counter, init=False)
+    retained_bytes: int = field(default=0, init=False)
+    watching: int = field(default=0, init=False)
+    """Change hooks registered on records (:meth:`watch`), across all records."""
 
     def __len__(self) -> int:
         return len(self._records)
@@ -133,7 +124,7 @@ class TaskTable:
         return self._records.get(key)
 
     def now(self) -> float:
-        return self._clock()
+        return self.clock()
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -141,21 +132,21 @@ class TaskTable:
         """Insert a new (working) task, evicting finished ones at a cap; :class:`TaskLimitReached`
         when nothing can be evicted."""
         principal = record.principal
-        if self._per_principal[principal] >= self._max_per_principal and not self._evict(principal, mine=True):
+        if self._per_principal[principal] >= self.max_per_principal and not self._evict(principal, mine=True):
             self._refused(record.route, "max_tasks_per_principal")
-        if len(self._records) >= self._max_tasks and not self._evict(principal, mine=False):
+        if len(self._records) >= self.max_tasks and not self._evict(principal, mine=False):
             self._refused(record.route, "max_tasks")
         record.updated = record.created
         self._records[record.key] = record
         self._per_principal[record.principal] += 1
         self._count(record, +1)
-        if self._metrics is not None:
-            self._metrics.tasks_created.labels(record.route).inc()
+        if self.metrics is not None:
+            self.metrics.tasks_created.labels(record.route).inc()
 
     def _refused(self, route: str, cause: str) -> None:
-        if self._metrics is not None:
-            self._metrics.tasks_refused.labels(route, cause).inc()
-        raise TaskLimitReached(cause, self._retry_after)
+        if self.metrics is not None:
+            self.metrics.tasks_refused.labels(route, cause).inc()
+        raise TaskLimitReached(cause, self.retry_after)
 
     def _evict(self, principal: str | None, *, mine: bool) -> bool:
         """Drop the finished record that ended first (of ``principal`` if ``mine``); False if none."""
@@ -163,8 +154,8 @@ class TaskTable:
             record = self._records[key]
             if not mine or record.principal == principal:
                 self._remove(record)
-                if self._metrics is not None:
-                    self._metrics.tasks_evicted.labels(record.route).inc()
+                if self.metrics is not None:
+                    self.metrics.tasks_evicted.labels(record.route).inc()
                 return True
         return False
 
@@ -174,7 +165,7 @@ class TaskTable:
         """A new ``statusMessage`` for a running task."""
         if not record.terminal and message != record.status_message:
             record.status_message = message
-            record.updated = self._clock()
+            record.updated = self.clock()
             self._changed(record)
 
     def ask(self, record: TaskRecord, key: str, request: JsonObj) -> None:
@@ -215,21 +206,21 @@ class TaskTable:
         self.retained_bytes += size
         if error is not None:
             record.status_message = str(error.get("message", ""))[:1000] or None
-        now = self._clock()
+        now = self.clock()
         record.ended = now
         self._ended[record.key] = None
         self._move(record, status)
-        if self._metrics is not None:
-            self._metrics.tasks_ended.labels(record.route, status, reason).inc()
-            self._metrics.task_age.labels(record.route, status).observe(max(now - record.created, 0.0))
-            self._metrics.task_retained_bytes.set(self.retained_bytes)
+        if self.metrics is not None:
+            self.metrics.tasks_ended.labels(record.route, status, reason).inc()
+            self.metrics.task_age.labels(record.route, status).observe(max(now - record.created, 0.0))
+            self.metrics.task_retained_bytes.set(self.retained_bytes)
         record.control = None
         return True
 
     def _room_for(self, size: int) -> bool:
-        if size > self._max_result_bytes:
+        if size > self.max_result_bytes:
             return False
-        while self.retained_bytes + size > self._max_result_bytes:
+        while self.retained_bytes + size > self.max_result_bytes:
             if not self._evict_bytes():
                 return False
         return True
@@ -239,8 +230,8 @@ class TaskTable:
             record = self._records[key]
             if record.result_bytes:
                 self._remove(record)
-                if self._metrics is not None:
-                    self._metrics.tasks_evicted.labels(record.route).inc()
+                if self.metrics is not None:
+                    self.metrics.tasks_evicted.labels(record.route).inc()
                 return True
         return False
 
@@ -251,14 +242,14 @@ class TaskTable:
             self._count(record, +1)
         elif not changed:
             return
-        record.updated = self._clock()
+        record.updated = self.clock()
         self._changed(record)
 
     def _count(self, record: TaskRecord, delta: int) -> None:
         label = (record.route, record.status)
         self._by_status[label] += delta
-        if self._metrics is not None:
-            self._metrics.tasks.labels(*label).set(self._by_status[label])
+        if self.metrics is not None:
+            self.metrics.tasks.labels(*label).set(self._by_status[label])
 
     # -- change hooks ------------------------------------------------------------------------
 
@@ -294,7 +285,7 @@ class TaskTable:
 
     def sweep(self) -> None:
         """Drop every finished record past :attr:`TaskRecord.keep_until`."""
-        now = self._clock()
+        now = self.clock()
         gone = [self._records[key] for key in self._ended if self._records[key].keep_until <= now]
         for record in gone:
             self._remove(record)
@@ -310,5 +301,5 @@ class TaskTable:
             del self._per_principal[record.principal]
         self.retained_bytes -= record.result_bytes
         self._count(record, -1)
-        if self._metrics is not None:
-            self._metrics.task_retained_bytes.set(self.retained_bytes)
+        if self.metrics is not None:
+            self.metrics.task_retained_bytes.set(self.retained_bytes)
