@@ -14,15 +14,16 @@ The ladder follows the SDK's modern entry (`mcp/server/_streamable_http_modern.p
 `mcp/shared/inbound.py`) but applies the spec exactly (wire reference §2.1-2.5, §2.9, §3.3).
 The first failure wins, and its position in the ladder is part of the contract: a client that
 contradicts itself hears -32020 before it hears -32022. Each :class:`Rejection` carries a fixed
-client-facing `message` and a short `reason` label for logs and metrics. `Mcp-Param-*` headers
-need the tool's input schema, so the handler checks them later with
+client-facing `message` and a short `reason` label for logs and metrics (the outcomes, and the
+rejections the rungs share, are :mod:`gateway.frontdoor.outcomes`; they are importable from here).
+`Mcp-Param-*` headers need the tool's input schema, so the handler checks them later with
 :func:`gateway.frontdoor.headers.check_param_headers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, cast, get_args
 
@@ -33,20 +34,23 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
     LoggingLevel,
 )
-from mcp_types.jsonrpc import (
-    HEADER_MISMATCH,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
+from mcp_types.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR
 from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS, validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from gateway.errors import http_status_for
 from gateway.frontdoor.headers import decode_header_value, is_field_value, quote_for_message
+from gateway.frontdoor.outcomes import (
+    Accepted,
+    LegacyHandshake,
+    NotificationAccepted,
+    Outcome,
+    Rejection,
+    header_mismatch,
+    invalid_params,
+    invalid_request,
+    unsupported_version,
+)
 from gateway.frontdoor.parsing import (
     NAME_IF_PRESENT,
     TASK_METHODS,
@@ -85,56 +89,6 @@ _NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
 )
 MAX_NESTING: Final = 64
 """Deepest nesting of arrays and objects accepted in a request body (-32600 beyond it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    id: str | int
-    method: str
-    params: Mapping[str, Any]
-    protocol_version: str
-    client_capabilities: Mapping[str, Any]
-    client_info: Mapping[str, Any] | None
-    log_level: str | None
-    progress_token: str | int | None
-    wants_sse: bool
-
-
-@dataclass(frozen=True, slots=True)
-class NotificationAccepted:
-    method: str
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyHandshake:
-    """A handshake-era message; the caller decides whether it is served or refused."""
-
-    message: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """The first rung that failed. Its HTTP status comes from the one table
-    (:func:`gateway.errors.http_status_for`); only the code-less HTTP refusals (405, 406, 408,
-    413, 415: no JSON-RPC body) carry their own ``status``."""
-
-    code: int | None
-    message: str
-    reason: str
-    id: str | int | None = None
-    data: Any = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    status: int | None = None
-
-    @property
-    def http_status(self) -> int:
-        if self.code is None:
-            assert self.status is not None, "a rejection without a JSON-RPC code carries its HTTP status"
-            return self.status
-        return http_status_for(self.code)
-
-
-Outcome = Accepted | NotificationAccepted | LegacyHandshake | Rejection
 
 
 def classify(
@@ -205,26 +159,26 @@ def _message_rungs(body: bytes) -> Rejection | _Message:
     if too_deep:
         # Deeper than any real request; re-encoding it (digests, the backend hop) would hit
         # Python's recursion limit and answer 500.
-        return _invalid_request("too_deep", id_of(decoded))
+        return invalid_request("too_deep", id_of(decoded))
     if isinstance(decoded, list):
-        return _invalid_request("batch")
+        return invalid_request("batch")
     if not isinstance(decoded, dict):
-        return _invalid_request("not_object")
+        return invalid_request("not_object")
     message = cast("dict[str, Any]", decoded)
     request_id = message.get("id")
     valid_id = request_id if is_request_id(request_id) else None
     if "result" in message or "error" in message:
-        return _invalid_request("posted_response", valid_id)
+        return invalid_request("posted_response", valid_id)
     if message.get("jsonrpc") != "2.0":
-        return _invalid_request("bad_jsonrpc", valid_id)
+        return invalid_request("bad_jsonrpc", valid_id)
     method = message.get("method")
     if not isinstance(method, str):
-        return _invalid_request("bad_method", valid_id)
+        return invalid_request("bad_method", valid_id)
     if "id" in message and valid_id is None:
-        return _invalid_request("bad_id")
+        return invalid_request("bad_id")
     raw_params = message.get("params", {})
     if not isinstance(raw_params, dict):
-        return _invalid_request("bad_params", valid_id)
+        return invalid_request("bad_params", valid_id)
     params = cast("dict[str, Any]", raw_params)
     raw_meta = params.get("_meta")
     meta = cast("dict[str, Any]", raw_meta) if isinstance(raw_meta, dict) else None
@@ -254,7 +208,7 @@ def _era_rungs(lines: Mapping[str, list[str]], message: _Message) -> Outcome | N
     # them, but tell a client at a version we do not serve so, as a request would be told.
     if "id" not in message.body:
         if header_version not in MODERN_PROTOCOL_VERSIONS:
-            return _unsupported_version(header_version or "", None)
+            return unsupported_version(header_version or "", None)
         return NotificationAccepted(message.method)
     return None
 
@@ -267,7 +221,7 @@ def _envelope_rungs(lines: Mapping[str, list[str]], message: _Message) -> Reject
     # 9: first-copy and last-copy readers would disagree on a duplicated routing header.
     for header in _ROUTING_HEADERS:
         if len(lines.get(header.lower(), [])) > 1:
-            return _header_mismatch(
+            return header_mismatch(
                 f"Header mismatch: {header} header appears more than once",
                 f"duplicate.{header.lower()}",
                 valid_id,
@@ -276,19 +230,19 @@ def _envelope_rungs(lines: Mapping[str, list[str]], message: _Message) -> Reject
     # 10: the per-request envelope.
     meta = message.meta
     if meta is None:
-        return _invalid_params(
+        return invalid_params(
             f"Invalid params: missing required _meta key {PROTOCOL_VERSION_META_KEY}, {CLIENT_CAPABILITIES_META_KEY}",
             "missing_meta",
             valid_id,
         )
     missing = [key for key in (PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY) if key not in meta]
     if missing:
-        return _invalid_params(
+        return invalid_params(
             f"Invalid params: missing required _meta key {', '.join(missing)}", "missing_meta", valid_id
         )
     capabilities = meta[CLIENT_CAPABILITIES_META_KEY]
     if not isinstance(capabilities, dict):
-        return _invalid_params(
+        return invalid_params(
             f"Invalid params: _meta key {CLIENT_CAPABILITIES_META_KEY} must be an object",
             "bad_capabilities",
             valid_id,
@@ -297,20 +251,20 @@ def _envelope_rungs(lines: Mapping[str, list[str]], message: _Message) -> Reject
 
     # 11: headers must say what the body says; runs before the version rung so that a client
     # contradicting itself is told so rather than told its version is unsupported.
-    mismatch = _routing_header_mismatch(lines, message.method, message.params, envelope_version, valid_id)
+    mismatch = _routingheader_mismatch(lines, message.method, message.params, envelope_version, valid_id)
     if mismatch is not None:
         return mismatch
 
     # 12: a version we serve. The string check cannot fire while rung 11 precedes it (a header is
     # a string, so a non-string envelope already mismatched); it keeps a reordering honest.
     if not isinstance(envelope_version, str):
-        return _invalid_params(
+        return invalid_params(
             f"Invalid params: _meta key {PROTOCOL_VERSION_META_KEY} must be a string",
             "bad_version_type",
             valid_id,
         )
     if envelope_version not in MODERN_PROTOCOL_VERSIONS:
-        return _unsupported_version(envelope_version, valid_id)
+        return unsupported_version(envelope_version, valid_id)
     return _Envelope(valid_id, envelope_version, cast("dict[str, Any]", capabilities))
 
 
@@ -326,14 +280,14 @@ def _request_rungs(message: _Message, envelope: _Envelope, wants_sse: bool) -> R
     # 14: optional envelope keys the gateway acts on.
     log_level = meta.get(LOG_LEVEL_META_KEY)
     if LOG_LEVEL_META_KEY in meta and not (isinstance(log_level, str) and log_level in LOG_LEVELS):
-        return _invalid_params(
+        return invalid_params(
             f"Invalid params: _meta key {LOG_LEVEL_META_KEY} must be a logging level",
             "bad_log_level",
             valid_id,
         )
     progress_token = meta.get("progressToken")
     if "progressToken" in meta and not is_request_id(progress_token):
-        return _invalid_params(
+        return invalid_params(
             "Invalid params: _meta key progressToken must be a string or an integer",
             "bad_progress_token",
             valid_id,
@@ -366,14 +320,14 @@ def _params_shape(method: str, params: Mapping[str, Any], version: str, valid_id
         if "inputResponses" in params and not (
             isinstance(responses, dict) and all(isinstance(value, dict) for value in responses.values())
         ):
-            return _invalid_params(
+            return invalid_params(
                 "Invalid params: inputResponses must be an object whose values are objects",
                 "bad_input_responses",
                 valid_id,
             )
         request_state = params.get("requestState")
         if request_state is not None and not isinstance(request_state, str):
-            return _invalid_params("Invalid params: requestState must be a string", "bad_request_state", valid_id)
+            return invalid_params("Invalid params: requestState must be a string", "bad_request_state", valid_id)
     # inputResponses values are checked later against the kind of the request each key answers:
     # unknown keys must be ignored (SEP-2322), which a union-wide schema check cannot do (tasks/*: after -32021).
     shape = {k: v for k, v in params.items() if k != "inputResponses"}
@@ -382,11 +336,11 @@ def _params_shape(method: str, params: Mapping[str, Any], version: str, valid_id
     try:
         validate_client_request(method, version, shape)
     except ValidationError as exc:
-        return _invalid_params("Invalid params", "invalid_params", valid_id, {"reason": summarize(exc)})
+        return invalid_params("Invalid params", "invalid_params", valid_id, {"reason": summarize(exc)})
     return None
 
 
-def _routing_header_mismatch(
+def _routingheader_mismatch(
     lines: Mapping[str, Sequence[str]],
     method: str,
     params: Mapping[str, Any],
@@ -402,7 +356,7 @@ def _routing_header_mismatch(
         values = lines.get(header.lower(), [])
         reason = header.lower()
         if not values:
-            return _header_mismatch(f"Header mismatch: required {header} header is missing", reason, request_id)
+            return header_mismatch(f"Header mismatch: required {header} header is missing", reason, request_id)
         raw = values[0]
         # Only Mcp-Name may carry the base64 sentinel; every routing header must be a valid field value.
         if not is_field_value(raw):
@@ -412,38 +366,16 @@ def _routing_header_mismatch(
         else:
             header_value = raw
         if header_value is None:
-            return _header_mismatch(
+            return header_mismatch(
                 f"Header mismatch: {header} header value is malformed (invalid characters or bad base64)",
                 reason,
                 request_id,
             )
         if header_value != body_value:
-            return _header_mismatch(
+            return header_mismatch(
                 f"Header mismatch: {header} header value {quote_for_message(header_value)} "
                 f"does not match body value {quote_for_message(body_value)}",
                 reason,
                 request_id,
             )
     return None
-
-
-def _invalid_request(reason: str, request_id: str | int | None = None) -> Rejection:
-    return Rejection(INVALID_REQUEST, "Invalid Request", reason, request_id)
-
-
-def _invalid_params(message: str, reason: str, request_id: str | int, data: Any = None) -> Rejection:
-    return Rejection(INVALID_PARAMS, message, reason, request_id, data)
-
-
-def _header_mismatch(message: str, reason: str, request_id: str | int) -> Rejection:
-    return Rejection(HEADER_MISMATCH, message, f"header_mismatch.{reason}", request_id)
-
-
-def _unsupported_version(requested: str, request_id: str | int | None) -> Rejection:
-    return Rejection(
-        UNSUPPORTED_PROTOCOL_VERSION,
-        "Unsupported protocol version",
-        "unsupported_version",
-        request_id,
-        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": requested},
-    )

@@ -16,7 +16,8 @@ A session owns every task it starts - its streams' readers, each call's answer r
 to server requests nobody else will answer - in one :class:`~gateway.tasks.TaskGroup`, and ends
 them all when it closes: ``async with session:`` opens it and closes it, and :meth:`close` (once,
 whoever calls it first) ends the transport, then the group. :func:`route_options` is what each
-transport's session takes from its route.
+transport's session takes from its route. What becomes of a server request no call owns (kept for
+the next interactive call, answered, or refused) is :class:`~gateway.legacy.unclaimed.UnclaimedRequests`.
 
 How bytes on the wire become messages, and foreign failures become
 :class:`~gateway.errors.BackendUnavailable`, lives in :mod:`gateway.legacy.wire`.
@@ -33,15 +34,12 @@ from types import TracebackType
 from typing import Self, TypedDict
 
 import structlog
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from gateway.config.model import RouteConfig
-from gateway.errors import BackendUnavailable, GatewayError
+from gateway.errors import BackendUnavailable
 from gateway.legacy.limits import BackendLimits, BoundedExchange
 from gateway.legacy.session import (
-    CLAIMABLE_METHODS,
-    MAX_UNCLAIMED,
     UNCLAIMED_STALL,
     Exchange,
     FinalResponse,
@@ -51,8 +49,8 @@ from gateway.legacy.session import (
     SessionExpired,
     Unclaimed,
     expiry_answer,
-    unheard_answer,
 )
+from gateway.legacy.unclaimed import UnclaimedRequests
 from gateway.legacy.wire import final_response
 from gateway.tasks import TaskGroup
 
@@ -84,7 +82,7 @@ def route_options(route: RouteConfig, capabilities: JsonObj) -> SessionOptions:
     }
 
 
-class LegacySessionBase(abc.ABC):
+class LegacySessionBase(UnclaimedRequests):
     """State and message routing shared by every handshake-era transport (HTTP or stdio)."""
 
     def __init__(
@@ -234,15 +232,6 @@ class LegacySessionBase(abc.ABC):
     async def _answer_unread(self, request: ServerRequest) -> None:
         await self._answer_itself(request, expiry_answer(request.method, "The request this belongs to has ended"))
 
-    async def _answer_itself(self, request: ServerRequest, fallback: tuple[JsonObj | None, JsonObj | None]) -> None:
-        """Answer ``request`` from ``self_answers`` (a route's static roots), else with ``fallback``."""
-        result: JsonObj | None = self.self_answers.get(request.method)
-        error: JsonObj | None = None
-        if result is None:
-            result, error = fallback
-        with contextlib.suppress(GatewayError, SessionExpired):
-            await self.respond(request.id, result=result, error=error)
-
     async def ping_round_trip(self) -> None:
         """One ``ping`` sent and answered: the backend has run what it had ready before (how a
         round knows it is complete, see :meth:`~gateway.legacy.session.Exchange.poll`). Anything
@@ -278,76 +267,6 @@ class LegacySessionBase(abc.ABC):
         self._uncarried.pop(exchange, None)
         if self._attached is exchange:
             self._attached = None
-
-    # -- server requests no call owns ------------------------------------------------------------
-
-    async def _unowned(self, request: ServerRequest) -> None:
-        """Answer it from ``self_answers``, keep it for the next interactive call, or refuse it."""
-        answer = self.self_answers.get(request.method)
-        if answer is not None:
-            sent = asyncio.get_running_loop().create_future()
-            self._self_answering.add(sent)  # _settle waits for it: the server has it before a call
-            try:
-                await self.respond(request.id, result=answer)
-            finally:
-                self._self_answering.discard(sent)
-                sent.set_result(None)
-            return
-        if self.keep_unclaimed and request.method in CLAIMABLE_METHODS and len(self._unclaimed) < MAX_UNCLAIMED:
-            self._unclaimed.append(Unclaimed(request, time.monotonic()))
-            log.info("server_request_unclaimed", method=request.method)
-            self._watch_unclaimed()
-            return
-        log.info("server_request_refused", method=request.method, reason="no call in flight")
-        await self.respond(
-            request.id,
-            error={"code": METHOD_NOT_FOUND, "message": "No client request is in flight for this server request"},
-        )
-
-    def _watch_unclaimed(self) -> None:
-        if self._uncarried and (self._unblocking is None or self._unblocking.done()):
-            self._unblocking = self._tasks.spawn(self._unblock(), name="legacy-unblock-unclaimed")
-
-    async def _unblock(self) -> None:
-        """Answer the unclaimed requests once a request that cannot carry them to a client has waited
-        :data:`~gateway.legacy.session.UNCLAIMED_STALL` seconds for its answer.
-
-        A server may ask something before it answers a list: ``mcp-shrimp-task-manager`` asks
-        ``roots/list`` inside ``tools/list``, and serves nothing until it is answered. A list is no
-        interactive call: no client can be asked through it, and keeping the request for the next
-        call leaves the list waiting for its timeout. So, while such a request is unanswered for that
-        long, every request kept unclaimed (and every one that arrives until it is answered) is
-        answered here: from ``self_answers``, else ``roots/list`` with an empty list, an elicitation
-        cancelled, anything else an error (:func:`~gateway.legacy.session.unheard_answer`), with a
-        ``server_request_unblocked`` line. Without such a wait a request stays kept for the next
-        interactive call (up to ``holds.ttl``): a server that asks ``roots/list`` at session start
-        (server-filesystem) and answers lists at once still gets the roots of the next call's client.
-        Once a list has waited so, the session knows its server: from then on a request that arrives
-        while a list is in flight is answered at once (shrimp asks again in every list).
-        """
-        while self._unclaimed:
-            waiting = [since for e, since in self._uncarried.items() if not (e.done or e.answered)]
-            if not waiting:
-                return
-            wait = min(waiting) + self._stall - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            self._stall = 0.0
-            for request in self.take_unclaimed():
-                log.info("server_request_unblocked", method=request.method, reason="a list waits for it")
-                await self._answer_itself(request, unheard_answer(request.method))
-
-    def take_unclaimed(self) -> list[ServerRequest]:
-        taken, self._unclaimed = self._unclaimed, []
-        return [u.request for u in taken]
-
-    def expire_unclaimed(self, older_than: float) -> list[str]:
-        expired = [u.request for u in self._unclaimed if u.since < older_than]
-        self._unclaimed = [u for u in self._unclaimed if u.since >= older_than]
-        for request in expired:
-            self._tasks.spawn(self._answer_itself(request, expiry_answer(request.method)), name="legacy-answer-expired")
-        return [request.method for request in expired]
 
     async def _settle(self) -> None:
         """After ``notifications/initialized``, one ``ping`` round trip: a server that asks something as

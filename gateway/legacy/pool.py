@@ -28,46 +28,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import aiohttp
 import structlog
 
 from gateway.config.model import RouteConfig
-from gateway.errors import BackendUnavailable, Overloaded
-from gateway.legacy.http_sse import HttpSseSession
+from gateway.errors import Overloaded
 from gateway.legacy.pool_keys import caps_key
+from gateway.legacy.pool_line import Waiter, WaitingLine
+from gateway.legacy.pool_open import new_session, open_session
 from gateway.legacy.pooled import LegacySession, PooledSession, PoolKey
-from gateway.legacy.session import JsonObj, ServerNotification, SessionExpired
+from gateway.legacy.session import JsonObj, ServerNotification
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
-from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.state.claims import credential_digest
 from gateway.tasks import TaskGroup, finish_then_close
-from gateway.translate import capabilities as caps
 
 log = structlog.get_logger("gateway.pool")
 
 __all__ = ["LegacySession", "PoolKey", "PooledSession", "SessionPool", "credential_digest"]
-
 
 HTTP_MAX_OPENING = 8
 STDIO_MAX_OPENING = 1
 """Default ``max_opening``: a handshake over HTTP is cheap, starting an interpreter is not."""
 
 
-@dataclass(eq=False)
-class _Waiter:
-    """A call waiting for a session, in line: woken when one may have become available."""
-
-    woken: asyncio.Event = field(default_factory=asyncio.Event)
-
-
 class SessionPool:
-    """Leases backend sessions of one route."""
+    """Leases backend sessions of one route (the line of calls waiting for one:
+    :mod:`gateway.legacy.pool_line`; a new session: :mod:`gateway.legacy.pool_open`)."""
 
     def __init__(
         self,
@@ -95,7 +85,7 @@ class SessionPool:
         self._on_change = on_change
         self._reported: int | None = None
         self.initializations = 0
-        self._waiters: deque[_Waiter] = deque()
+        self._line = WaitingLine()
         self._last_lease = time.monotonic()
         self._max_opening = route.backend.max_opening or (
             STDIO_MAX_OPENING if route.backend.transport == "stdio" else HTTP_MAX_OPENING
@@ -107,7 +97,7 @@ class SessionPool:
             self._new_spare,
             prewarm,
             room=lambda: self._footprint() < backend.max_sessions,
-            on_ready=self._wake,
+            on_ready=self._line.wake,
             max_opening=self._max_opening,
             health=RouteHealth(prewarm=prewarm),
         )
@@ -132,7 +122,7 @@ class SessionPool:
     @property
     def waiting_count(self) -> int:
         """Calls waiting in line for a session."""
-        return len(self._waiters)
+        return len(self._line)
 
     def _footprint(self) -> int:
         """What ``max_sessions`` bounds: sessions, and for stdio every process (spares, and those of
@@ -188,7 +178,7 @@ class SessionPool:
                 pooled = PooledSession(key, await self._open(normalized_caps, headers))
             finally:
                 self._opening -= 1
-                self._wake()
+                self._line.wake()
             self._sessions.setdefault(key, []).append(pooled)
             self._mark(pooled, exclusive=exclusive)
         self._report()
@@ -200,7 +190,7 @@ class SessionPool:
         """A session of ``key``, already marked as used; or None: the caller opens one (it is
         counted in ``_opening`` until then). Waits in arrival order; :class:`Overloaded` once
         ``session_wait`` has passed with the route still full."""
-        if not self._waiters and not self._lock.locked():
+        if not self._line and not self._lock.locked():
             # Nobody in line: what the first pass below would do, without its lock and clock.
             pooled = self._pick(key, exclusive=exclusive)
             if pooled is not None:
@@ -208,11 +198,11 @@ class SessionPool:
                 return pooled
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._route.backend.session_wait
-        waiter: _Waiter | None = None
+        waiter: Waiter | None = None
         try:
             while True:
                 async with self._lock:
-                    first = not self._waiters or self._waiters[0] is waiter
+                    first = self._line.is_first(waiter)
                     pooled = self._pick(key, exclusive=exclusive) if first or not exclusive else None
                     if pooled is not None:
                         self._mark(pooled, exclusive=exclusive)
@@ -220,21 +210,15 @@ class SessionPool:
                     if first and self._may_open():
                         self._opening += 1
                         return None
-                    if waiter is None:
-                        waiter = _Waiter()
-                        self._waiters.append(waiter)
-                    waiter.woken.clear()
+                    waiter = self._line.join(waiter)
                 remaining = deadline - loop.time()
                 if remaining <= 0 and self._at_bound():
                     raise Overloaded("backend_sessions_exhausted", retry_after=1)
-                with contextlib.suppress(TimeoutError):
-                    # past the deadline only opens (and stops) under way hold it up: their end wakes it
-                    async with asyncio.timeout(remaining if remaining > 0 else None):
-                        await waiter.woken.wait()
+                # past the deadline only opens (and stops) under way hold it up: their end wakes it
+                await self._line.wait(waiter, remaining if remaining > 0 else None)
         finally:
             if waiter is not None:
-                self._waiters.remove(waiter)
-                self._wake()  # whoever is next in line looks again
+                self._line.leave(waiter)  # whoever is next in line looks again
 
     def _may_open(self) -> bool:
         """A new session may be opened now: fewer than ``max_opening`` are being opened, and the
@@ -261,11 +245,6 @@ class SessionPool:
             pooled.exclusive = True
         else:
             pooled.shared += 1
-
-    def _wake(self) -> None:
-        """Something changed (a release, a close, an open ended): the first in line looks again."""
-        if self._waiters:
-            self._waiters[0].woken.set()
 
     def _pick(self, key: PoolKey, *, exclusive: bool) -> PooledSession | None:
         """Prefer the least busy session; among idle ones, the most recently used (warm connections)."""
@@ -303,7 +282,7 @@ class SessionPool:
             else:
                 pooled.idle_since = time.monotonic()
         self._report()
-        self._wake()
+        self._line.wake()
 
     def _drop(self, pooled: PooledSession) -> None:
         sessions = self._sessions.get(pooled.key, [])
@@ -312,7 +291,7 @@ class SessionPool:
             if not sessions:
                 del self._sessions[pooled.key]
             self._tasks.spawn(self._close(pooled.session), name="pool-close")
-            self._wake()
+            self._line.wake()
 
     async def _close(self, session: LegacySession) -> None:
         """Close ``session`` (bounded, never raises); the first in line looks again once it is."""
@@ -322,7 +301,7 @@ class SessionPool:
             await session.close()
         finally:
             self._stopping -= counted
-            self._wake()
+            self._line.wake()
 
     async def open_detached(self, headers: dict[str, str], sink: asyncio.Queue[ServerNotification]) -> LegacySession:
         """A session no call leases (a subscription listener) whose notifications go to ``sink``.
@@ -339,7 +318,7 @@ class SessionPool:
             session = await self._open({}, headers, sink=sink)
         finally:
             self._opening -= 1
-            self._wake()
+            self._line.wake()
         self._detached.add(session)
         self._report()
         return session
@@ -348,7 +327,7 @@ class SessionPool:
         """Close a session from :meth:`open_detached`; its place in ``max_sessions`` is free again."""
         self._detached.discard(session)
         self._report()
-        self._wake()
+        self._line.wake()
         await self._close(session)
 
     async def _open(
@@ -358,45 +337,16 @@ class SessionPool:
         *,
         sink: asyncio.Queue[ServerNotification] | None = None,
     ) -> LegacySession:
-        session = self._new_session(normalized_caps, headers)
+        session = new_session(
+            self._http, self._route, normalized_caps, headers, spares=self._spares, starts=self._starts
+        )
         session.notification_sink = sink
         session.keep_unclaimed = sink is None  # a listener's session is never leased by a call
         self.initializations += 1
         if self._on_initialize is not None:
             self._on_initialize(self._route.name)
-        try:
-            await session.open()
-        except SessionExpired as exc:
-            raise BackendUnavailable("initialize_failed", "backend refused the new session") from exc
-        except BackendUnavailable as exc:  # (a session that fails to open has closed itself)
-            if exc.reason == "spawn_failed":
-                self.health.failed(exc.reason)  # stdio: the process could not be started
-            raise
-        self.health.succeeded()
+        await open_session(session, self.health)
         return session
-
-    def _new_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
-        """An unopened session of the route's transport (stdio: one process, no headers to send)."""
-        session = self._new_transport_session(normalized_caps, headers)
-        if self._route.roots is not None:
-            roots = [r.model_dump(exclude_none=True) for r in self._route.roots]
-            session.self_answers["roots/list"] = {"roots": roots}
-        return session
-
-    def _new_transport_session(self, normalized_caps: JsonObj, headers: dict[str, str]) -> LegacySession:
-        """A session of the route's transport declaring the client's capabilities as the handshake
-        revision offered declares them; a stdio route's spare process, if one is ready."""
-        backend = self._route.backend
-        legacy_caps = caps.to_legacy(normalized_caps, backend.protocol_version or "2025-11-25")
-        if backend.transport == "sse":
-            return HttpSseSession.for_route(self._http, self._route, legacy_caps, headers)
-        if backend.transport != "stdio":
-            return StreamableHttpSession.for_route(self._http, self._route, legacy_caps, headers)
-        spare = self._spares.take()
-        if spare is None:
-            return StdioSession.for_route(self._route, legacy_caps, starts=self._starts)
-        spare.adopt(legacy_caps)
-        return spare
 
     def _new_spare(self) -> StdioSession:
         """An unstarted stdio session for :class:`StdioSpares` (capabilities come at lease)."""

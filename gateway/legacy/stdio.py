@@ -14,8 +14,8 @@ different principals never share a process. ``backend.max_sessions`` bounds the 
 Wire: newline-delimited JSON-RPC on stdin/stdout, one message per line, no embedded newlines
 (JSON escapes them). Published servers print on stdout too - startup banners ("... running on
 stdio"), debug prints - so a line that is not JSON-RPC is logged (truncated, rate-limited: see
-:class:`NoiseLog`) and skipped; only a line over ``max_message_bytes`` (16 MiB by default) fails
-the session with ``malformed_response``, as do a line nested deeper than
+:class:`~gateway.legacy.stdio_process.NoiseLog`) and skipped; only a line over
+``max_message_bytes`` (16 MiB by default) fails the session with ``malformed_response``, as do a line nested deeper than
 :data:`~gateway.legacy.wire.MAX_NESTING` and a JSON-RPC message that cannot be routed.
 stderr is drained into a bounded ring buffer, logged at debug when the process is stopped. A
 single reader task routes every stdout message through
@@ -30,7 +30,8 @@ started, or exits before answering ``initialize``, is ``spawn_failed``. There is
 so :class:`~gateway.legacy.session.SessionExpired` never happens here. ``close()`` closes stdin
 (the spec's shutdown), waits up to 2 s, then sends SIGTERM, then SIGKILL, to the process group
 (``start_new_session``: the server's own children go too), and always reaps the child; what is left
-of its group once it is reaped (``npx``'s ``node``) gets SIGTERM, then SIGKILL. Every group is
+of its group once it is reaped (``npx``'s ``node``) gets SIGTERM, then SIGKILL (both in
+:mod:`gateway.legacy.stdio_process`, with the process's environment and OOM score). Every group is
 registered with :data:`~gateway.legacy.orphans.GUARD`, which kills it if the gateway itself dies.
 
 Starting: every start holds a place in the gateway-wide :class:`~gateway.legacy.starts.StartBudget`
@@ -46,9 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Self
@@ -64,78 +62,14 @@ from gateway.legacy.limits import BackendLimits
 from gateway.legacy.orphans import GUARD
 from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import PROC_READABLE, QUIET_FOR, QUIET_SAMPLE, ProcessWatch, StartBudget, tree_cpu_ticks
+from gateway.legacy.stdio_process import NoiseLog, child_env, end_group, set_oom_score_adj, stop_process
 from gateway.legacy.wire import message_size, parse_messages
 
 log = structlog.get_logger("gateway.legacy")
 
 STDERR_TAIL_BYTES = 8 * 1024
-STOP_GRACE = 2.0
-"""Seconds allowed after closing stdin, and again after SIGTERM, before the next step."""
 READER_GRACE = 0.5
 """Seconds the pipe readers get to reach end of file once the process is gone."""
-INHERITED_ENV = ("PATH", "HOME", "LANG")
-NOISE_EXCERPT_CHARS = 200
-"""How much of a skipped stdout line is logged."""
-NOISE_LINES_PER_WINDOW = 10
-NOISE_WINDOW = 10.0
-"""At most ``NOISE_LINES_PER_WINDOW`` skipped lines are logged per ``NOISE_WINDOW`` seconds."""
-
-
-class NoiseLog:
-    """Logs the non-JSON-RPC lines a stdio server prints, truncated and rate-limited.
-
-    A chatty server must neither fill the gateway's logs nor hide what it says: the first lines
-    of every window are logged (an excerpt), the rest counted and reported with the next one.
-    """
-
-    def __init__(self, program: str) -> None:
-        self._program = program
-        self._window_start = -NOISE_WINDOW
-        self._logged = 0
-        self._suppressed = 0
-
-    def line(self, raw: bytes) -> None:
-        now = time.monotonic()
-        if now - self._window_start >= NOISE_WINDOW:
-            self._window_start = now
-            self._logged = 0
-        if self._logged >= NOISE_LINES_PER_WINDOW:
-            self._suppressed += 1
-            return
-        self._logged += 1
-        excerpt = raw[: NOISE_EXCERPT_CHARS * 4].decode("utf-8", errors="replace").strip()[:NOISE_EXCERPT_CHARS]
-        log.info(
-            "backend_stdout_skipped",
-            program=self._program,
-            line=excerpt,
-            bytes=len(raw),
-            suppressed_before=self._suppressed,
-        )
-        self._suppressed = 0
-
-
-def set_oom_score_adj(pid: int, value: int) -> None:
-    """Set ``pid``'s OOM score adjustment (``backend.oom_score_adj``), right after it was started:
-    children it forks later inherit it (``npx`` starts ``node`` after loading). Raising it needs no
-    privilege; where the kernel refuses (a value below the gateway's own) or there is no ``/proc``,
-    the server runs as it is, logged once per value and error."""
-    try:
-        with open(f"/proc/{pid}/oom_score_adj", "w") as adj:
-            adj.write(str(value))
-    except OSError as exc:
-        _oom_score_adj_refused(value, type(exc).__name__)
-
-
-@functools.cache
-def _oom_score_adj_refused(value: int, error: str) -> None:
-    log.warning("oom_score_adj_refused", value=value, error=error)
-
-
-def child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """A minimal environment: PATH, HOME and LANG from the gateway's, plus the route's ``env``."""
-    env = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
-    env.update(extra)
-    return env
 
 
 class StdioSession(DemuxedSession):
@@ -283,8 +217,8 @@ class StdioSession(DemuxedSession):
         get :data:`READER_GRACE` to read to the end (a grandchild may still hold a pipe open: then
         :meth:`close` cancels them)."""
         if self._proc is not None:
-            await self._stop(self._proc)
-            await _end_group(self._proc.pid)
+            await stop_process(self._proc)
+            await end_group(self._proc.pid)
         readers = [task for task in (self._reader, self._stderr_reader) if task is not None]
         if readers:
             await asyncio.wait(readers, timeout=READER_GRACE)
@@ -404,42 +338,3 @@ class StdioSession(DemuxedSession):
             while chunk := await stderr.read(4096):
                 self._stderr_tail += chunk
                 del self._stderr_tail[:-STDERR_TAIL_BYTES]
-
-    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        """Close stdin, then SIGTERM, then SIGKILL the process group, waiting between steps."""
-        if proc.stdin is not None and not proc.stdin.is_closing():
-            proc.stdin.close()
-        for step in (None, signal.SIGTERM, signal.SIGKILL):
-            if step is not None and proc.returncode is None:
-                try:
-                    os.killpg(proc.pid, step)
-                except (ProcessLookupError, PermissionError):
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.send_signal(step)
-            try:
-                async with asyncio.timeout(STOP_GRACE if step is not signal.SIGKILL else 3 * STOP_GRACE):
-                    await proc.wait()
-                return
-            except TimeoutError:
-                continue
-        log.warning("backend process did not die after SIGKILL", pid=proc.pid)
-
-
-async def _end_group(pgid: int) -> None:
-    """What is left of a reaped server's process group (its own children): SIGTERM, then SIGKILL
-    after :data:`STOP_GRACE`; then the orphan guard forgets the group."""
-    try:
-        for step in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pgid, step)
-            except (ProcessLookupError, PermissionError):
-                return  # nothing is left of it
-            for _ in range(int(STOP_GRACE / 0.05)):
-                await asyncio.sleep(0.05)
-                try:
-                    os.killpg(pgid, 0)
-                except (ProcessLookupError, PermissionError):
-                    return
-        log.warning("backend process group did not die after SIGKILL", pgid=pgid)
-    finally:
-        GUARD.gone(pgid)

@@ -216,27 +216,8 @@ class ReplicaHop:
     ) -> web.StreamResponse:
         """One hop: see :meth:`forward`."""
         path = route.config.path
-        headers = {
-            k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
-        }
-        auth = route.config.auth
-        if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
-            # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
-            headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
-        tracing.inject(headers)  # the owner's round span is this one's child
-        headers[FORWARD_HEADER] = self._signer.sign(
-            method=request.method,
-            target=owner_url,
-            path=path,
-            body=body,
-            credential=hop_credential(request.headers, route),
-        )
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            sock_connect=self._config.forward_timeout,
-            sock_read=route.config.backend.timeout if read_timeout is None else read_timeout,
-            ceil_threshold=float("inf"),  # the connect timeout exactly at forward_timeout (ACK_MARGIN)
-        )
+        headers = self._hop_headers(request, route, body, owner_url)
+        timeout = self._hop_timeout(route, read_timeout)
         tls = _tls_context(self._config.ca_file) if owner_url.startswith("https://") else None
         forwards = self._metrics.forwards
         deadline = asyncio.timeout(self._config.forward_timeout + ACK_MARGIN)
@@ -279,3 +260,33 @@ class ReplicaHop:
             )
         finally:
             upstream.release()
+
+    def _hop_timeout(self, route: RouteRuntime, read_timeout: float | None) -> aiohttp.ClientTimeout:
+        """The connect bounded by ``forward_timeout``; each read by ``read_timeout`` (default: the
+        route's ``backend.timeout``)."""
+        return aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=self._config.forward_timeout,
+            sock_read=route.config.backend.timeout if read_timeout is None else read_timeout,
+            ceil_threshold=float("inf"),  # the connect timeout exactly at forward_timeout (ACK_MARGIN)
+        )
+
+    def _hop_headers(self, request: web.Request, route: RouteRuntime, body: bytes, owner_url: str) -> dict[str, str]:
+        """The headers the hop sends: the client's that the owner reads, a trusted-header principal,
+        the trace context, and the hop's signature."""
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() in _FORWARDED or k.lower().startswith("mcp-param-")
+        }
+        auth = route.config.auth
+        if auth is not None and auth.trusted_header is not None and auth.trusted_header.header in request.headers:
+            # The owner honours a trusted-header principal on a signed hop: this replica already checked the peer.
+            headers[auth.trusted_header.header] = request.headers[auth.trusted_header.header]
+        tracing.inject(headers)  # the owner's round span is this one's child
+        headers[FORWARD_HEADER] = self._signer.sign(
+            method=request.method,
+            target=owner_url,
+            path=route.config.path,
+            body=body,
+            credential=hop_credential(request.headers, route),
+        )
+        return headers

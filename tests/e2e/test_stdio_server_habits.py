@@ -26,7 +26,7 @@ from logged import logged
 from peers.runner import free_port
 
 from gateway import keys
-from gateway.legacy import base
+from gateway.legacy import unclaimed
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import UNCLAIMED_STALL
 
@@ -44,7 +44,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 @pytest.fixture
 def unblocked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The methods of the ``server_request_unblocked`` lines the sessions log."""
-    return logged(monkeypatch, base.log, "server_request_unblocked", "method")
+    return logged(monkeypatch, unclaimed.log, "server_request_unblocked", "method")
 
 
 def habits_route(env: dict[str, str], **backend: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from peers.runner import REPO_ROOT, free_port, run_peer
 from waiting import eventually
 
 from gateway import keys
-from gateway.legacy import base, stdio
+from gateway.legacy import stdio_process, unclaimed
 
 pytestmark = pytest.mark.interop
 
@@ -422,7 +422,7 @@ async def test_word_server_that_prints_on_stdout_before_serving_works_through_st
     makes them reach the pipe at once instead of at exit. The gateway logs and skips the lines that
     are not JSON-RPC and serves the session.
     """
-    skipped = logged(monkeypatch, stdio.log, "backend_stdout_skipped", "line")
+    skipped = logged(monkeypatch, stdio_process.log, "backend_stdout_skipped", "line")
     document = tmp_path / "notes.docx"
     env = {**FASTMCP_OFFLINE, "PYTHONUNBUFFERED": "1"}
     # prewarm 0: the lines counted are the one session process's (a spare would print them too)
@@ -585,7 +585,7 @@ async def test_shrimp_task_manager_that_asks_roots_inside_tools_list_lists_its_t
     A tool call is interactive: the server's ``roots/list`` in ``list_tasks`` are asked of the
     call's client, one round each.
     """
-    unblocked = logged(monkeypatch, base.log, "server_request_unblocked", "method")
+    unblocked = logged(monkeypatch, unclaimed.log, "server_request_unblocked", "method")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     roots = Roots((workspace,))

@@ -27,7 +27,7 @@ from waiting import eventually
 
 from gateway.config.load import parse_config
 from gateway.errors import BackendUnavailable
-from gateway.legacy import stdio
+from gateway.legacy import stdio_process
 from gateway.legacy.limits import BackendLimits
 from gateway.legacy.pool import SessionPool
 from gateway.legacy.session import Exchange, ExchangeEvent, FinalResponse, ServerNotification, ServerRequest
@@ -191,7 +191,7 @@ async def test_child_gets_a_minimal_environment_plus_the_route_env(
         seen = json.loads(await final_text(await call(session, "env")))
     assert seen["env"]["SERVER_OPTION"] == "on"
     assert "MRTR_TEST_GATEWAY_SECRET" not in seen["env"]
-    assert set(seen["env"]) - {"SERVER_OPTION", "LC_CTYPE"} <= set(stdio.INHERITED_ENV)
+    assert set(seen["env"]) - {"SERVER_OPTION", "LC_CTYPE"} <= set(stdio_process.INHERITED_ENV)
     assert Path(seen["cwd"]).resolve() == tmp_path.resolve()
 
 
@@ -278,18 +278,18 @@ async def test_lines_that_are_not_json_rpc_are_logged_and_skipped(fake_server: l
 
 def test_skipped_lines_are_logged_truncated_and_rate_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     logged: list[dict[str, Any]] = []
-    monkeypatch.setattr(stdio.log, "info", lambda event, **fields: logged.append({"event": event, **fields}))
-    noise = stdio.NoiseLog("server")
-    for index in range(stdio.NOISE_LINES_PER_WINDOW * 5):
+    monkeypatch.setattr(stdio_process.log, "info", lambda event, **fields: logged.append({"event": event, **fields}))
+    noise = stdio_process.NoiseLog("server")
+    for index in range(stdio_process.NOISE_LINES_PER_WINDOW * 5):
         noise.line(b"debug %d " % index + b"y" * 100_000)
-    assert len(logged) == stdio.NOISE_LINES_PER_WINDOW
-    assert all(len(entry["line"]) <= stdio.NOISE_EXCERPT_CHARS for entry in logged)
+    assert len(logged) == stdio_process.NOISE_LINES_PER_WINDOW
+    assert all(len(entry["line"]) <= stdio_process.NOISE_EXCERPT_CHARS for entry in logged)
     assert logged[0]["event"] == "backend_stdout_skipped"
     assert logged[0]["bytes"] > 100_000
     monkeypatch.setattr(time, "monotonic", lambda: 10**9)  # the next window (stdio reads time.monotonic)
     noise.line(b"later")
     assert logged[-1]["line"] == "later"
-    assert logged[-1]["suppressed_before"] == stdio.NOISE_LINES_PER_WINDOW * 4
+    assert logged[-1]["suppressed_before"] == stdio_process.NOISE_LINES_PER_WINDOW * 4
 
 
 async def test_a_line_over_the_limit_is_malformed(fake_server: list[str]) -> None:
@@ -322,7 +322,7 @@ async def test_a_server_that_exits_before_initialize_is_spawn_failed_with_its_st
 
 
 async def test_a_silent_server_times_out_and_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stdio, "STOP_GRACE", 0.2)
+    monkeypatch.setattr(stdio_process, "STOP_GRACE", 0.2)
     command = [sys.executable, "-c", "import sys\nfor line in sys.stdin: pass"]
     session = StdioSession(command, capabilities={}, timeout=0.3, connect_timeout=WAIT)
     with pytest.raises(BackendUnavailable) as caught:
@@ -349,7 +349,7 @@ async def test_close_reaps_the_child(fake_server: list[str]) -> None:
 async def test_close_escalates_to_signals_for_a_server_that_ignores_stdin_and_sigterm(
     fake_server: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stdio, "STOP_GRACE", 0.2)
+    monkeypatch.setattr(stdio_process, "STOP_GRACE", 0.2)
     stubborn = tmp_path / "stubborn.py"
     stubborn.write_text(
         "import signal, sys, threading\n"

@@ -37,7 +37,15 @@ MAX_FUNCTION_LINES = 100
 
 # The top floor composes the app: it builds every room, and its AppKeys (gateway.keys) name the types
 # of nearly all of them. Only the top floor imports it; a room that needs a service is handed it.
-TOP_FLOOR = ("gateway.app", "gateway.keys", "gateway.server", "gateway.cli", "gateway.ops", "gateway.__main__")
+TOP_FLOOR = (
+    "gateway.app",
+    "gateway.app_contexts",
+    "gateway.keys",
+    "gateway.server",
+    "gateway.cli",
+    "gateway.ops",
+    "gateway.__main__",
+)
 # The front door: HTTP in, every room below it at hand. Only the top floor imports it (nothing below
 # reaches up into it: the rules of BELOW_FRONTDOOR and BOTTOM_FLOOR).
 FRONT_DOOR = ("gateway.frontdoor",)
@@ -77,7 +85,13 @@ BOTTOM_FLOOR = (
 )
 FLOORS = (TOP_FLOOR, FRONT_DOOR, BELOW_FRONTDOOR, BOTTOM_FLOOR)
 # Pure rooms, on their floors: no HTTP framework, so they can be tested and reused without a server.
-WITHOUT_AIOHTTP = ("gateway.state", "gateway.translate", "gateway.config", "gateway.frontdoor.classify")
+WITHOUT_AIOHTTP = (
+    "gateway.state",
+    "gateway.translate",
+    "gateway.config",
+    "gateway.frontdoor.classify",
+    "gateway.frontdoor.outcomes",
+)
 
 
 @dataclass(frozen=True)

@@ -29,29 +29,8 @@ class TaskFamilies:
             Counter("mrtr_gateway_tasks_created", "Tasks made of legacy calls", ["route"], registry=r),
             route_label(),
         )
-        self.tasks_ended = Bounded(
-            Counter(
-                "mrtr_gateway_tasks_ended",
-                "Tasks that reached a terminal status, by status and reason (the backend's, a cancel, or why the "
-                "gateway ended it)",
-                ["route", "status", "reason"],
-                registry=r,
-            ),
-            route_label(),
-            OneOf(TASK_STATUSES),
-            Capped(32),
-        )
-        self.task_age = Bounded(
-            Histogram(
-                "mrtr_gateway_task_age_seconds",
-                "Age of a task when it reached a terminal status",
-                ["route", "status"],
-                registry=r,
-                buckets=TASK_AGE_BUCKETS,
-            ),
-            route_label(),
-            OneOf(TASK_STATUSES),
-        )
+        self.tasks_ended = _tasks_ended(r)
+        self.task_age = _task_age(r)
         self.tasks_evicted = Bounded(
             Counter(
                 "mrtr_gateway_tasks_evicted",
@@ -93,3 +72,34 @@ class TaskFamilies:
         self.task_retained_bytes = Gauge(
             "mrtr_gateway_task_retained_bytes", "Bytes of results kept by finished tasks", registry=r
         )
+
+
+def _tasks_ended(r: CollectorRegistry) -> Bounded[Counter]:
+    """Tasks that reached a terminal status, by route, status and reason."""
+    return Bounded(
+        Counter(
+            "mrtr_gateway_tasks_ended",
+            "Tasks that reached a terminal status, by status and reason (the backend's, a cancel, or why the "
+            "gateway ended it)",
+            ["route", "status", "reason"],
+            registry=r,
+        ),
+        route_label(),
+        OneOf(TASK_STATUSES),
+        Capped(32),
+    )
+
+
+def _task_age(r: CollectorRegistry) -> Bounded[Histogram]:
+    """The age of a task when it reached a terminal status, by route and status."""
+    return Bounded(
+        Histogram(
+            "mrtr_gateway_task_age_seconds",
+            "Age of a task when it reached a terminal status",
+            ["route", "status"],
+            registry=r,
+            buckets=TASK_AGE_BUCKETS,
+        ),
+        route_label(),
+        OneOf(TASK_STATUSES),
+    )
