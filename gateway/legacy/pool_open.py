@@ -29,36 +29,25 @@ def new_session(
     spares: StdioSpares,
     starts: StartBudget | None,
 ) -> LegacySession:
-    """An unopened session of the route's transport (stdio: one process, no headers to send)."""
-    session = _transport_session(http, route, normalized_caps, headers, spares=spares, starts=starts)
+    """An unopened session of the route's transport declaring the client's capabilities as the
+    handshake revision offered declares them (stdio: one process, a ready spare if there is one, no
+    headers to send); with the route's static ``roots``, it answers ``roots/list`` itself."""
+    backend = route.backend
+    legacy_caps = caps.to_legacy(normalized_caps, backend.protocol_version or "2025-11-25")
+    session: LegacySession
+    if backend.transport == "sse":
+        session = HttpSseSession.for_route(http, route, legacy_caps, headers)
+    elif backend.transport != "stdio":
+        session = StreamableHttpSession.for_route(http, route, legacy_caps, headers)
+    elif (spare := spares.take()) is not None:
+        spare.adopt(legacy_caps)
+        session = spare
+    else:
+        session = StdioSession.for_route(route, legacy_caps, starts=starts)
     if route.roots is not None:
         roots = [r.model_dump(exclude_none=True) for r in route.roots]
         session.self_answers["roots/list"] = {"roots": roots}
     return session
-
-
-def _transport_session(
-    http: aiohttp.ClientSession,
-    route: RouteConfig,
-    normalized_caps: JsonObj,
-    headers: dict[str, str],
-    *,
-    spares: StdioSpares,
-    starts: StartBudget | None,
-) -> LegacySession:
-    """A session of the route's transport declaring the client's capabilities as the handshake
-    revision offered declares them; a stdio route's spare process, if one is ready."""
-    backend = route.backend
-    legacy_caps = caps.to_legacy(normalized_caps, backend.protocol_version or "2025-11-25")
-    if backend.transport == "sse":
-        return HttpSseSession.for_route(http, route, legacy_caps, headers)
-    if backend.transport != "stdio":
-        return StreamableHttpSession.for_route(http, route, legacy_caps, headers)
-    spare = spares.take()
-    if spare is None:
-        return StdioSession.for_route(route, legacy_caps, starts=starts)
-    spare.adopt(legacy_caps)
-    return spare
 
 
 async def open_session(session: LegacySession, health: RouteHealth) -> None:
