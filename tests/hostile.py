@@ -38,6 +38,9 @@ class HostileBackend:
     posted: list[dict[str, Any]] = field(default_factory=list)
     """Responses and notifications the gateway POSTed."""
     initializations: int = 0
+    pings: int = 0
+    on_ping: Callable[[], Awaitable[None]] | None = None
+    """Awaited before a ``ping`` is answered (a test's fence)."""
     gets: int = 0
     deletes: int = 0
     get_count_reached: dict[int, asyncio.Event] = field(default_factory=dict)
@@ -79,6 +82,11 @@ class HostileBackend:
             }
             body = {"jsonrpc": "2.0", "id": message["id"], "result": result}
             return web.json_response(body, headers={"Mcp-Session-Id": f"s{self.initializations}"})
+        if message["method"] == "ping":
+            self.pings += 1
+            if self.on_ping is not None:
+                await self.on_ping()
+            return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         if message["method"] == "tools/list":
             tools = [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]
             return web.json_response({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})

@@ -171,8 +171,8 @@ class CallCore:
             ctx = lease.ctx
             if ctx.reissue:
                 return await self._after_consent(lease, call, hold, answers)
-            if ctx.exchange is not None:
-                ctx.exchange.backend_turn()  # the backend's answer time (metrics) runs from its answers' sending
+            if ctx.exchange is not None and ctx.exchange.backend_turn():
+                call.route.round_fences.together(_asking(call))  # the last round came split
             for key, answer in answers.items():
                 question = hold.take_answer(key, answer)
                 await self._backend.answer_server_request(ctx, question.backend_id, question.method, answer)
@@ -261,10 +261,13 @@ class CallCore:
             return self._detach(lease, exchange, call, hold)  # mode "always": a task at once
         loop = asyncio.get_running_loop()
         detach_at = None if threshold is None else loop.time() + threshold
+        fenced = route.round_fences.fenced(_asking(call))
         while True:
             if batch:
-                event = await exchange.poll(route.config.holds.batch_window)
+                event = await exchange.poll(route.config.holds.batch_window, fenced=fenced)
                 if event is None:
+                    if fenced:
+                        route.round_fences.gathered(_asking(call), len(batch))
                     break
             elif detach_at is not None:
                 # Until the call may become a task, its threshold bounds the wait, not backend.timeout.
@@ -421,3 +424,8 @@ def _report_progress(backend_params: JsonObj) -> None:
     meta = dict(meta) if isinstance(meta, dict) else {}
     meta.setdefault("progressToken", f"mrtr-task-{os.urandom(8).hex()}")
     backend_params["_meta"] = meta
+
+
+def _asking(call: Call) -> str:
+    """What a route keeps a call's round record by (:class:`~gateway.calls.route.RoundFences`)."""
+    return f"{call.request.method} {call.request.target}"

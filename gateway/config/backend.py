@@ -249,11 +249,13 @@ class HoldPolicy(Strict):
         ge=0,
         le=5,
         description=(
-            "Upper bound, in seconds, on gathering one input round after a server request. The round is sent once "
-            "a ping sent as the round starts has come back and 1 ms more has passed with nothing new, so requests "
-            "the backend sends together share one round and a round costs about one backend round trip; "
-            "this bound only matters for a backend slow to answer the ping (the round is still correct if a "
-            "request comes late: it becomes the next round). 0 sends every round at once."
+            "Upper bound, in seconds, on gathering one input round after a server request. A request's rounds "
+            "(tools/call NAME) are fenced: sent once a ping sent as the round starts has come back, so requests "
+            "the backend sends together share one round, at the cost of one backend round trip; after three "
+            "fenced rounds of one question each, a round of that request is what has already arrived (no wait); "
+            "a round of two questions, or one found split, fences it again for good. This bound only matters "
+            "for a backend slow to answer the ping (the round is still correct if a request comes late: it "
+            "becomes the next round). 0 sends every round at once."
         ),
     )
     on_lost: Literal["error", "replay"] = Field(

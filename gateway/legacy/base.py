@@ -109,7 +109,7 @@ class LegacySessionBase(UnclaimedRequests):
         self.self_answers: dict[str, JsonObj] = {}
         """Results the gateway itself gives to unowned server requests, by method (a route's roots)."""
         self._self_answering: set[asyncio.Future[None]] = set()
-        """One future per answer from ``self_answers`` on its way (``_settle`` waits for them)."""
+        """One future per answer from ``self_answers`` on its way (``_ping_after_initialize`` waits for them)."""
         self.keep_unclaimed = True
         """False for a session no interactive call will ever lease (a listener): refuse them at once."""
         self._uncarried: dict[Exchange, float] = {}
@@ -216,7 +216,7 @@ class LegacySessionBase(UnclaimedRequests):
     def _new_exchange(self, request_id: int | str, method: str) -> BoundedExchange:
         """An exchange bounded by the route's limits; crossing one breaks this session."""
         exchange = BoundedExchange(request_id=request_id, method=method, limits=self._limits, on_flood=self._flooded)
-        exchange.settle, exchange.fences = self.ping_round_trip, self._tasks
+        exchange.fence_ping, exchange.fence_group = self.ping_round_trip, self._tasks
         exchange.on_unread = self._unread
         return exchange
 
@@ -268,7 +268,7 @@ class LegacySessionBase(UnclaimedRequests):
         if self._attached is exchange:
             self._attached = None
 
-    async def _settle(self) -> None:
+    async def _ping_after_initialize(self) -> None:
         """After ``notifications/initialized``, one ``ping`` round trip: a server that asks something as
         soon as it is initialized (``roots/list``) has sent it before it answers the ping, so it is
         kept as unclaimed (or answered from ``self_answers``, and that answer delivered) before the

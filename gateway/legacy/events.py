@@ -40,6 +40,10 @@ class EventQueue(Generic[_T]):
     def qsize(self) -> int:
         return len(self._items)
 
+    def holds(self, kind: type) -> bool:
+        """Whether an item of ``kind`` is queued."""
+        return any(isinstance(item, kind) for item in self._items)
+
     def get_nowait(self) -> _T:
         if not self._items:
             raise asyncio.QueueEmpty

@@ -80,7 +80,8 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def _handshake(self) -> None:
-        """GET stream → ``endpoint`` event → initialize → notifications/initialized → ping (``_settle``)."""
+        """GET stream → ``endpoint`` event → initialize → notifications/initialized → ping
+        (``_ping_after_initialize``)."""
         endpoint: asyncio.Future[URL] = asyncio.get_running_loop().create_future()
         self._tasks.spawn(self._read_stream(endpoint), name="legacy-sse-stream")
         try:
@@ -92,7 +93,7 @@ class HttpSseSession(HttpSessionBase, DemuxedSession):
         await self._post(self._initialize_body(), {}, what="initialize")
         self._accept_initialize(await self._initialize_answer(init))
         await self.notify("notifications/initialized")
-        await self._settle()
+        await self._ping_after_initialize()
 
     async def _end_transport(self) -> None:
         """Nothing before the reader is cancelled with the session's other tasks: that closes the

@@ -65,8 +65,12 @@ while the session keeps unclaimed requests; then the session answers them itself
 see :meth:`gateway.legacy.base.LegacySessionBase._unblock`). A list is answered in milliseconds
 unless the server waits for something."""
 ROUND_QUIET = 0.001
-"""Seconds of backend silence, after the ``ping`` that fences an input round is answered, that
-complete the round (see :meth:`Exchange.poll`; both bounded by the route's ``batch_window``)."""
+"""Seconds of backend silence that complete a round once a backend has failed its round's ``ping``
+(see :meth:`Exchange.poll`; bounded by the route's ``batch_window``)."""
+RECEIVED_TURNS = 4
+"""Turns of the event loop that read what the backend has already sent before a round is complete
+(see :meth:`Exchange._received`): one turn runs the socket's read callback, the next the reader
+task that parses it and queues the message; two more for a message split across two reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ class Exchange:
     """The final response (or a failure) has been pushed; the reader may stop."""
     receiving: Callable[[], bool] | None = None
     """Set by a transport that can tell: part of a message has arrived, the rest has not yet."""
-    settle: Callable[[], Awaitable[None]] | None = None
+    fence_ping: Callable[[], Awaitable[None]] | None = None
     """A round trip through the backend (``ping``) that returns after what it had sent before."""
     on_answer: Callable[[float], None] | None = None
     """Told the backend's answer time when the answer is read (:meth:`backend_turn`)."""
@@ -121,18 +125,21 @@ class Exchange:
     """Told each server request no reader will answer (:meth:`unanswered`); the session answers it."""
     _turn_since: float | None = field(default_factory=time.monotonic)
     _answer_time: float | None = None
-    fences: TaskGroup | None = None
-    """The group that runs a round's ``settle`` while it is out (see :meth:`poll`): the session's, as
-    for every task that reads or writes on it. Rounds are fenced only with both ``settle`` and this."""
+    fence_group: TaskGroup | None = None
+    """The group that runs a round's ``fence_ping`` while it is out (see :meth:`poll`): the session's,
+    as for every task that reads or writes on it. Rounds are fenced only with both ``fence_ping`` and this."""
     _fence: asyncio.Task[None] | None = None
     _fence_answered: bool = False
     _unfenced: bool = False
-    """A ``settle`` failed: this exchange gathers rounds by silence alone (see :meth:`poll`)."""
+    """A ``fence_ping`` failed: this exchange gathers rounds by silence alone (see :meth:`poll`)."""
 
-    def backend_turn(self) -> None:
-        """The gateway just sent the backend what it waited for (the client's answers): time the
-        backend's next answer from now."""
+    def backend_turn(self) -> bool:
+        """The gateway is sending the backend what it waited for (the client's answers): time the
+        backend's next answer from now. Returns whether a server request is already queued: the
+        backend sent it before it could see these answers, so it asked it together with the round
+        being answered (a round :meth:`poll` closed before it arrived)."""
         self._turn_since, self._answer_time = time.monotonic(), None
+        return self.queue.holds(ServerRequest)
 
     def push(self, event: ExchangeEvent | BackendUnavailable) -> None:
         if isinstance(event, ServerRequest) and (self.done or self.answered):
@@ -163,47 +170,70 @@ class Exchange:
         item = await self.queue.get_until(asyncio.get_running_loop().time() + max(timeout, 0.0))
         return None if item is None else self._take(item)
 
-    async def poll(self, window: float) -> ExchangeEvent | None:
+    async def poll(self, window: float, *, fenced: bool = True) -> ExchangeEvent | None:
         """The next event of the round being gathered, or None once the round is complete.
 
-        A server sends the requests of one round together (``asyncio.gather`` of an elicitation
-        and a sampling: two writes a few task switches apart). The round's fence is one ``ping``
-        (``settle``), sent as soon as the round is being gathered: a server writes every message of
-        a session through one ordered stream, and answers the ping only after it has run what it
-        had ready, so whatever it sent before the ping comes back arrives before its answer, even
-        if its process was descheduled between two writes. Once the ping is answered, what arrived
-        just before it may still be in the stream's buffers: nothing more for :data:`ROUND_QUIET`
-        seconds (or, if a message is half received, ``receiving``, its end) completes the round.
-        Events that arrive while the ping is out are returned at once, and the same ping fences
-        them. ``window`` (the route's ``batch_window``) bounds the whole wait: a request that comes
-        later than that is still handled correctly, as the next round.
+        Unfenced (``fenced`` False, or no ``fence_ping``): the round is what the bytes already
+        received from the backend complete (:meth:`_received`): a few turns of the loop, no timer.
+        A request the backend writes after that is not lost: it is the next round. The call core
+        fences the rounds of a tool once it has seen it ask more than one question at once
+        (:meth:`backend_turn`).
+
+        Fenced: a server sends the requests of one round together (``asyncio.gather`` of an
+        elicitation and a sampling: two writes a few task switches apart). The round's fence is one
+        ``ping`` (``fence_ping``), sent as soon as the round is being gathered: a server writes
+        every message of a session through one ordered stream, and answers the ping only after it
+        has run what it had ready, so whatever it sent before the ping comes back arrives before its
+        answer, even if its process was descheduled between two writes. Once the ping is answered,
+        what arrived with it is read (:meth:`_received`) and the round is complete. Events that
+        arrive while the ping is out are returned at once, and the same ping fences them.
+        ``window`` (the route's ``batch_window``) bounds the whole wait: a request that comes later
+        than that is still handled correctly, as the next round; 0 ends every round at once.
 
         A backend that fails to answer the ping gives no such evidence: from then on this exchange
         gathers as a quiet backend must be waited for - :data:`ROUND_QUIET` of silence, a ping
         whatever its outcome (its round trip still takes as long as the backend is slow), and
-        :data:`ROUND_QUIET` again. Without ``settle``, silence alone completes the round.
+        :data:`ROUND_QUIET` again.
         """
         if not self.queue.empty():
             return self._take(self.queue.get_nowait())
+        if window <= 0:
+            return None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + window
         item: ExchangeEvent | BackendUnavailable | None = None
-        if self.settle is not None and self.fences is not None and window > 0 and not self._unfenced:
+        if not fenced or self.fence_ping is None or self.fence_group is None:
+            item = await self._received(deadline)
+        elif self._unfenced:
+            item = await self._quiet_ping_quiet(deadline)
+        else:
             if self._fence is None:
                 self._fence_answered = False
-                self._fence = self.fences.spawn(self._fenced(self.settle), name="legacy-round-fence")
+                self._fence = self.fence_group.spawn(self._fenced(self.fence_ping), name="legacy-round-fence")
             item = await self.queue.get_until(deadline, unless=self._fence)
             if item is None:
-                self._unfenced = not self._end_fence() and loop.time() < deadline
-        if item is None and self._unfenced:
-            item = await self._quiet_ping_quiet(deadline)
-        elif item is None and loop.time() < deadline:
-            item = await self._quiet(deadline)
+                if self._end_fence():
+                    item = await self._received(deadline)
+                elif loop.time() < deadline:
+                    self._unfenced = True
+                    item = await self._quiet_ping_quiet(deadline)
         if item is None:
             return None
         if isinstance(item, FinalResponse | BackendUnavailable):
             self._end_fence()
         return self._take(item)
+
+    async def _received(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
+        """What the bytes already received complete: :data:`RECEIVED_TURNS` turns of the loop, each
+        reading the sockets that are ready, then the end of a message half received (``receiving``),
+        bounded by ``deadline``. No timer: a selector waits at least 1 ms for one."""
+        for _ in range(RECEIVED_TURNS):
+            await asyncio.sleep(0)
+            if not self.queue.empty():
+                return self.queue.get_nowait()
+        if self.receiving is not None and self.receiving():
+            return await self.queue.get_until(deadline)
+        return None
 
     async def _quiet(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
         """:data:`ROUND_QUIET` of silence, or the end of a half-received message."""
@@ -214,21 +244,21 @@ class Exchange:
         return item
 
     async def _quiet_ping_quiet(self, deadline: float) -> ExchangeEvent | BackendUnavailable | None:
-        """Gathering without a fence (see :meth:`poll`)."""
+        """Gathering after a failed fence (see :meth:`poll`)."""
         loop = asyncio.get_running_loop()
         item = await self._quiet(deadline)
-        if item is None and self.settle is not None and loop.time() < deadline:
+        if item is None and self.fence_ping is not None and loop.time() < deadline:
             try:
                 async with asyncio.timeout_at(deadline):
-                    await self.settle()
+                    await self.fence_ping()
             except (TimeoutError, BackendUnavailable, SessionExpired):
                 pass  # bounded by the window, and the window alone decides then
             item = await self.queue.get_until(min(deadline, loop.time() + ROUND_QUIET))
         return item
 
-    async def _fenced(self, settle: Callable[[], Awaitable[None]]) -> None:
+    async def _fenced(self, fence_ping: Callable[[], Awaitable[None]]) -> None:
         try:
-            await settle()
+            await fence_ping()
         except Exception:  # a ping that fails or times out is an outcome: the round goes on by silence
             return
         self._fence_answered = True

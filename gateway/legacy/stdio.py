@@ -195,7 +195,7 @@ class StdioSession(DemuxedSession):
 
     async def _handshake(self) -> None:
         """Start the process (unless :meth:`spawn` did) → initialize → notifications/initialized →
-        ping (``_settle``): the ``initialize`` is the first thing the server reads."""
+        ping (``_ping_after_initialize``): the ``initialize`` is the first thing the server reads."""
         cold = self._proc is None
         async with self._start_slot(cold):
             if cold:
@@ -210,7 +210,7 @@ class StdioSession(DemuxedSession):
                 raise await self._exited_early() from exc
         self._accept_initialize(final)
         await self.notify("notifications/initialized")
-        await self._settle()
+        await self._ping_after_initialize()
 
     async def _end_transport(self) -> None:
         """Stop the process (stdin closed, then SIGTERM, then SIGKILL) and reap it; its pipe readers

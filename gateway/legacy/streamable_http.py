@@ -75,7 +75,7 @@ class StreamableHttpSession(HttpSessionBase):
         The GET stream is open before the server hears ``notifications/initialized``: servers that
         ask ``roots/list`` as soon as they are initialized send it there (the TypeScript SDK drops a
         message for a standalone stream that is not open). The ping after it lets such a request
-        arrive before the session is first leased (see ``_settle``)."""
+        arrive before the session is first leased (see ``_ping_after_initialize``)."""
         body = self._initialize_body()
         headers = self._headers(with_version=False)
         with backend_errors("initialize"):
@@ -97,7 +97,7 @@ class StreamableHttpSession(HttpSessionBase):
             async with asyncio.timeout(min(self._timeout, 5.0)):
                 await self._get_answered.wait()
         await self.notify("notifications/initialized")
-        await self._settle()
+        await self._ping_after_initialize()
 
     async def _end_transport(self) -> None:
         """Stop the GET stream first (the DELETE ends it on the backend's side, which its reader

@@ -59,7 +59,7 @@ class UnclaimedRequests(abc.ABC):
         answer = self.self_answers.get(request.method)
         if answer is not None:
             sent = asyncio.get_running_loop().create_future()
-            self._self_answering.add(sent)  # _settle waits for it: the server has it before a call
+            self._self_answering.add(sent)  # _ping_after_initialize waits for it: the server has it before a call
             try:
                 await self.respond(request.id, result=answer)
             finally:

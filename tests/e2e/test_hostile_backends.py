@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from harness import BareClient, GatewayHandle, accept, route, running_gateway, serving
 from hostile import HostileBackend, event, sse_response, text_result
+from waiting import eventually
 
 from gateway import keys
 from gateway.errors import BackendUnavailable
@@ -87,7 +88,13 @@ async def test_requests_flooding_a_round_fail_the_call_and_drop_the_session(
             pass
         return response
 
+    async def after_the_flood_began() -> None:
+        """The round's fence: answered once more requests than a round may hold have been sent."""
+        if sent:  # (not the ping after initialize)
+            await eventually(lambda: sent > 16, what="the flood under way")
+
     backend.tools["flood"] = flood
+    backend.on_ping = after_the_flood_began
     flood_route = route(
         "h", "/mcp", backend.url, holds={"batch_window": 0.2}, backend={"limits": {"max_round_requests": 16}}
     )
