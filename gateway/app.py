@@ -49,18 +49,18 @@ from gateway.holds.registry import HoldRegistry
 from gateway.keyset import KeySet
 from gateway.listen.hub import ListenHubs
 from gateway.mcptasks.ids import TaskIds
-from gateway.mcptasks.passthrough import LegacyTasks
+from gateway.mcptasks.passthrough import AllTasks
 from gateway.mcptasks.service import TaskService
 from gateway.mcptasks.table import TaskTable
 from gateway.observability.loop_lag import loop_lag_context
 from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import request_middleware
+from gateway.owned import TaskGroup
 from gateway.replicas.auth import ForwardSigner
 from gateway.replicas.forward import ReplicaHop
 from gateway.server import handler_options
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.codec import KeyRing
-from gateway.tasks import TaskGroup
 from gateway.translate.cursors import Cursors
 
 
@@ -155,7 +155,7 @@ def _front_door(app: web.Application, settings: Settings, metrics: Metrics) -> F
         metrics=metrics,
         replayer=replayer,
         resends=_resends(app, settings, metrics),
-        tasks=LegacyTasks(tasks, backend, lambda: drain.draining),
+        task_maker=AllTasks(tasks, backend, lambda: drain.draining),
     )
     signer = ForwardSigner(state_keys)
     return FrontDoor(

@@ -34,8 +34,8 @@ from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
 from gateway.observability.metrics.registry import Metrics
 from gateway.observability.route_health import RouteHealthCollector
+from gateway.owned import TaskGroup
 from gateway.replicas.forward import hop_client
-from gateway.tasks import TaskGroup
 
 REAP_INTERVAL = 1.0
 

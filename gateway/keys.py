@@ -20,9 +20,9 @@ from gateway.holds.registry import HoldRegistry
 from gateway.key_reload import KeyFileWatcher
 from gateway.listen.hub import ListenHubs
 from gateway.observability.metrics.registry import Metrics
+from gateway.owned import TaskGroup
 from gateway.replicas.auth import ForwardSigner
 from gateway.state.codec import KeyRing
-from gateway.tasks import TaskGroup
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)

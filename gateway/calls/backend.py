@@ -1,8 +1,10 @@
 """The backend half of a call: lease a session, send, answer or cancel server requests, and hand
 the session back — or close it when the backend may still be busy with an abandoned call.
 
-A request holds a call's session by a :class:`Lease` (``async with backend.lease(...)``), which gives
-it up when the request fails, unless a hold took it over. Every function here takes the call's
+A request holds a call's session by a :class:`~gateway.calls.lease.Lease` (``async with
+backend.lease(...)``), which gives it up when the request fails, unless a hold took it over. A call
+given up while the backend still works on it is wound down here (:meth:`Backend.release`), by the
+steps of :mod:`gateway.calls.ending`. Every function here takes the call's
 :class:`~gateway.calls.context.CallContext`; failures are
 :class:`~gateway.errors.GatewayError` and are counted in ``mrtr_gateway_backend_errors_total``,
 once per client request (:func:`~gateway.observability.requests.count_backend_error`: the tool-schema
@@ -19,16 +21,8 @@ from typing import Any
 import structlog
 
 from gateway.calls.context import CallContext, Caller
-from gateway.calls.ending import (
-    CANCEL_GRACE,
-    CLIENT_GONE,
-    STOP_GRACE,
-    Ending,
-    answered_in_time,
-    cancel_reason,
-    refusal,
-    settle,
-)
+from gateway.calls.ending import Ending, cancel_reason, end_given_up, refusal, refuse_and_cancel
+from gateway.calls.lease import Lease
 from gateway.calls.request import Call, CallRequest
 from gateway.calls.route import RouteRuntime
 from gateway.errors import BackendUnavailable, GatewayError, MissingCapability, UpstreamError
@@ -38,15 +32,12 @@ from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerReque
 from gateway.observability import tracing
 from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import count_backend_error
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 from gateway.translate import capabilities as caps
 from gateway.translate import results
 
 log = structlog.get_logger("gateway.calls")
 
-ABANDON_GRACE = 0.5
-"""Seconds a call whose client went away may take to be answered before it is cancelled (see
-``Backend._cancel``)."""
 SESSION_STATE_ANSWERS = frozenset({"roots/list"})
 """Server requests whose client answer a legacy server may keep for the session (docs/session-state.md)."""
 
@@ -55,11 +46,11 @@ class Backend:
     """Backend operations of the call core, with the metrics they report to.
 
     Work that outlives the request that caused it (cancelling an abandoned call, answering an
-    expired round) runs in ``tasks``, the group the application owns and ends at shutdown."""
+    expired round) runs in ``background``, the group the application owns and ends at shutdown."""
 
-    def __init__(self, metrics: Metrics, tasks: TaskGroup) -> None:
+    def __init__(self, metrics: Metrics, background: TaskGroup) -> None:
         self._metrics = metrics
-        self._tasks = tasks
+        self._background = background
 
     async def acquire(
         self, route: RouteRuntime, caller: Caller, normalized: JsonObj, *, exclusive: bool
@@ -80,10 +71,11 @@ class Backend:
         finally:
             self._give_back(route, pooled, reusable=True, exclusive=False)
 
-    def lease(self, call: Call, *, exclusive: bool) -> Lease:
+    def lease(self, call: Call, *, exclusive: bool, task_ttl: float | None = None) -> Lease:
         """``async with backend.lease(call, exclusive=...) as lease:`` — a session for ``call``, not
-        sent yet, given up if the block fails (:class:`Lease`)."""
-        return Lease(self, call=call, exclusive=exclusive)
+        sent yet, given up if the block fails (:class:`~gateway.calls.lease.Lease`); ``task_ttl``:
+        the call may become a task that lives that long."""
+        return Lease(self, call=call, exclusive=exclusive, task_ttl=task_ttl)
 
     def reclaim(self, ctx: CallContext) -> Lease:
         """The lease of a held call, taken back by the retry that resumes it."""
@@ -93,16 +85,17 @@ class Backend:
         """Start ``method`` on the leased session, re-initializing once if the session expired.
 
         An exclusive lease owns the session from before the request leaves (``owner=True``); the
-        exchange becomes the call's (``ctx.exchange``). With tracing on, the exchange's CLIENT span
-        starts here, its context goes upstream, and it ends with the lease
-        (:mod:`gateway.observability.tracing`; a failed send ends it when its lease fails).
+        exchange becomes the call's (:meth:`~gateway.calls.context.CallContext.sent`). With tracing
+        on, the exchange's CLIENT span starts here, its context goes upstream, and it ends with the
+        lease (:mod:`gateway.observability.tracing`; a failed send ends it when its lease fails).
         """
-        ctx.end_span()  # a url-mode call sent again after consent: a new exchange, a new span
-        backend = ctx.route.config.backend
-        ctx.span = tracing.backend_span(method, params, ctx.route.name, backend.transport, ctx.session.protocol_version)
-        ctx.exchange = await self._start(ctx, method, params)
-        tracing.sent(ctx.span, ctx.exchange.request_id)
-        return ctx.exchange
+        transport, version = ctx.route.config.backend.transport, ctx.session.protocol_version
+        # A url-mode call sent again after consent: a new exchange, a new span.
+        ctx.new_span(tracing.backend_span(method, params, ctx.route.name, transport, version))
+        exchange = await self._start(ctx, method, params)
+        ctx.sent(exchange)
+        tracing.sent(ctx.span, exchange.request_id)
+        return exchange
 
     async def _start(self, ctx: CallContext, method: str, params: JsonObj) -> Exchange:
         session, owner, until = ctx.session, ctx.exclusive, ctx.answer_timeout
@@ -172,47 +165,25 @@ class Backend:
             await self.refuse_server_request(ctx, event, "not supported by the gateway")
             return False
         if missing is not None:
-            self.abandon(ctx, event)  # refused, cancelled and settled in the background
+            self.abandon(ctx, event)  # refused, cancelled and its last words read, in the background
             raise MissingCapability(missing)
         return True
 
     def abandon(self, ctx: CallContext, refused: ServerRequest) -> None:
         """End an interactive call the client cannot serve (it lacks a capability the backend asked
         for): refuse the request, cancel the call, and hand the session back usable, in the background."""
-        if ctx.released:
+        if not ctx.mark_released():
             return
-        ctx.released = True
         ctx.end_span("missing_capability")
-        exchange, ctx.exchange = ctx.exchange, None
-        steps = partial(self._refuse_and_cancel, ctx, exchange, refused)
-        self._tasks.spawn(
+        exchange = ctx.take_exchange()
+        steps = partial(refuse_and_cancel, ctx, exchange, refused)
+        self._background.spawn(
             self._wind_down(ctx, ctx.pooled, exchange, steps, "backend_cancel_failed"), name="backend-cancel"
         )
 
-    async def _refuse_and_cancel(self, ctx: CallContext, exchange: Exchange | None, refused: ServerRequest) -> bool:
-        """Answer ``refused`` with an error and give the call ``STOP_GRACE`` seconds to end by itself
-        (most tools fail at once on the refusal); if it does not, send ``notifications/cancelled`` and
-        read its last messages for up to ``CANCEL_GRACE`` seconds, refusing further requests. A server
-        that honours the cancellation may stay silent (the spec lets it), which is a clean end too:
-        the session is kept.
-
-        The cancellation is not sent first on purpose: a server may end its whole session when a tool
-        waiting on a server request is cancelled (mcp 1.30.0 FastMCP does), and the refusal alone
-        usually ends the call without that cost."""
-        bound = ctx.route.config.backend.timeout
-        await ctx.session.respond(refused.id, error=refusal(refused, "the client did not declare this capability"))
-        if exchange is not None and not await settle(ctx, exchange, min(STOP_GRACE, bound)):
-            await ctx.session.notify(
-                "notifications/cancelled",
-                {"requestId": exchange.request_id, "reason": "the client lacks a required capability"},
-            )
-            log.info("backend_call_cancelled", route=ctx.route.name, reason="missing_capability")
-            await settle(ctx, exchange, min(CANCEL_GRACE, bound))
-        return True
-
     def answer_pending_for_expiry(self, ctx: CallContext, batch: list[ServerRequest]) -> None:
         pending = [Pending(r.id, r.method, {}) for r in batch]
-        self._tasks.spawn(self.unblock(ctx, pending), name="backend-unblock")
+        self._background.spawn(self.unblock(ctx, pending), name="backend-unblock")
 
     async def unblock(self, ctx: CallContext, pending: list[Pending]) -> None:
         """Cancel pending server requests, then drain the exchange to its end and free the session."""
@@ -223,11 +194,12 @@ class Backend:
         try:
             for item in pending:
                 await self._cancel_server_request(session, item.backend_id, item.method)
-            if ctx.exchange is None:  # a first round asked before the call was sent: nothing runs
+            exchange = ctx.exchange
+            if exchange is None:  # a first round asked before the call was sent: nothing runs
                 self.release(ctx)
                 return
             while True:
-                event = await ctx.exchange.next(timeout)
+                event = await exchange.next(timeout)
                 if isinstance(event, FinalResponse):
                     self.release(ctx)
                     return
@@ -249,15 +221,14 @@ class Backend:
         the background, its work ended as ``cancel`` says (a reason: ``notifications/cancelled`` and
         the session closed; an :class:`~gateway.calls.ending.Ending`: a task's end), by
         :meth:`_wind_down`. With no ``cancel`` a call still running is left to its session."""
-        if ctx.released:
+        if not ctx.mark_released():
             return
-        ctx.released = True
         ctx.end_span()
         pooled = ctx.pooled
-        exchange, ctx.exchange = ctx.exchange, None
+        exchange = ctx.take_exchange()
         ending = Ending(cancel) if isinstance(cancel, str) else cancel
         running = exchange is not None and not exchange.answered
-        if running and (ending is None or not ending.settle):
+        if running and (ending is None or not ending.reuse_if_ended):
             reusable = False  # the backend is still working on it: don't hand the session on
         if ending is None or not (running or ending.pending):
             # The common case stays synchronous, so the next call on this key finds the session idle.
@@ -265,10 +236,10 @@ class Backend:
                 exchange.close_nowait()
             self._give_back(ctx.route, pooled, reusable=reusable, exclusive=ctx.exclusive)
             return
-        if ctx.exclusive and not ending.settle:
-            pooled.session.attach(None)  # a settled ending reads (and refuses) the call's requests to its end
-        steps = partial(self._cancel, ctx, exchange, ending, reusable)
-        self._tasks.spawn(
+        if ctx.exclusive and not ending.reuse_if_ended:
+            pooled.session.attach(None)  # otherwise the wind-down reads (and refuses) the call's requests to its end
+        steps = partial(end_given_up, ctx, exchange, ending, reusable)
+        self._background.spawn(
             self._wind_down(ctx, pooled, exchange, steps, "backend_wind_down_failed"), name="backend-wind-down"
         )
 
@@ -294,33 +265,6 @@ class Backend:
             if exchange is not None:
                 await exchange.aclose()
             self._give_back(ctx.route, pooled, reusable=reusable, exclusive=ctx.exclusive)
-
-    async def _cancel(self, ctx: CallContext, exchange: Exchange | None, ending: Ending, reusable: bool) -> bool:
-        """End a call given up as ``ending`` says (a held call's, a task's); whether its session may
-        serve another call.
-
-        Legacy servers do not treat a dropped connection as cancellation, so an abandoned call gets
-        an explicit ``notifications/cancelled`` before its session is closed. A call whose client
-        went away is first given :data:`ABANDON_GRACE` seconds to be answered: most were about to
-        be (a client that times out, a load generator that stops), and a call answered without
-        asking anything leaves its session as clean as any finished call, so the session is kept
-        (no cancellation to send, no session to close and open again). Anything else in that time
-        (a server request, a failure, silence) ends it as before.
-        """
-        session = ctx.session
-        for item in ending.pending:
-            result, error = expiry_answer(item.method, ending.cancelled)
-            await session.respond(item.backend_id, result=result, error=error)
-        if exchange is not None and ending.first is not None and not exchange.answered:
-            await ending.first(ctx)
-            await settle(ctx, exchange, CANCEL_GRACE, ending.subject)
-        if exchange is None or (ending.settle and exchange.answered):
-            return reusable
-        if ending.reason == CLIENT_GONE and await answered_in_time(exchange, ABANDON_GRACE):
-            return True
-        await session.notify("notifications/cancelled", {"requestId": exchange.request_id, "reason": ending.reason})
-        log.info("backend_call_cancelled", route=ctx.route.name, reason=ending.reason)
-        return await settle(ctx, exchange, CANCEL_GRACE, ending.subject) if ending.settle else reusable
 
     @staticmethod
     def _give_back(route: RouteRuntime, pooled: PooledSession, *, reusable: bool, exclusive: bool) -> None:
@@ -370,79 +314,3 @@ class Backend:
             self.release(ctx)
             return
         await self.unblock(ctx, list(hold.pending.values()))
-
-
-class Lease:
-    """One request's claim on a call's backend session: ``async with backend.lease(call, ...) as lease``.
-
-    Leaving the block by an exception gives the session up — discarded, the backend's work
-    cancelled when the exception calls for it (:meth:`Backend.failed`) — and drops the hold the
-    request had claimed (:meth:`claim`): the one place a failed call lets its session go. A lease
-    handed over (:meth:`hand_over`) to what outlives the request (a hold waiting for the client's
-    retry, or the expiry that answers the backend for it) is left alone: its new owner ends it.
-    A lease the call ended itself (released, finished) has nothing left to give up."""
-
-    __slots__ = ("_backend", "_call", "_claimed", "_ctx", "_exclusive", "cancel", "owner")
-
-    def __init__(
-        self, backend: Backend, ctx: CallContext | None = None, *, call: Call | None = None, exclusive: bool = True
-    ) -> None:
-        self._backend = backend
-        self._call = call
-        self._exclusive = exclusive
-        self._claimed: Callable[[], None] | None = None
-        self._ctx = ctx
-        self.owner: object | None = None
-        """Who took the session over (:meth:`hand_over`); None while it is this request's."""
-        self.cancel: str | None = None
-        """Why the backend's work is cancelled when the block fails with an exception that names no reason."""
-
-    @property
-    def ctx(self) -> CallContext:
-        assert self._ctx is not None, "the lease has no session before it is acquired"
-        return self._ctx
-
-    async def acquire(self) -> CallContext:
-        """Lease the session (once; ``async with`` does it when nobody did before)."""
-        if self._ctx is None:
-            call = self._call
-            assert call is not None
-            normalized = caps.normalize(call.request.client_capabilities)
-            pooled = await self._backend.acquire(call.route, call.caller, normalized, exclusive=self._exclusive)
-            self._ctx = CallContext(
-                route=call.route,
-                pooled=pooled,
-                exchange=None,
-                normalized_caps=normalized,
-                headers={**call.caller.forward_headers, **call.request.trace_headers},
-                backend_method=call.request.method,
-                backend_params=results.legacy_params(call.request.params),
-                exclusive=self._exclusive,
-            )
-        return self._ctx
-
-    async def __aenter__(self) -> Lease:
-        await self.acquire()
-        return self
-
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None or self.owner is not None:
-            return
-        if self._claimed is not None:
-            self._claimed()
-        self._backend.failed(self.ctx, exc, cancel=self.cancel)
-
-    async def send(self) -> Exchange:
-        """Send the call upstream (again, after a url-mode consent)."""
-        ctx = self.ctx
-        return await self._backend.send(ctx, ctx.backend_method, ctx.backend_params)
-
-    def claim(self, drop: Callable[[], None]) -> None:
-        """This request holds a claimed hold of the call: ``drop`` removes it if the block fails."""
-        self._claimed = drop
-
-    def hand_over(self, owner: object) -> None:
-        """``owner`` takes the session over and ends it (a hold, the expiry answering the backend; a
-        background task, one day): leaving the block no longer gives it up."""
-        self.owner = owner
-        self._claimed = None

@@ -46,34 +46,123 @@ class Caller:
 
 
 @dataclass(eq=False, slots=True)
+class _Progress:
+    """What changes while a call runs: only :class:`CallContext`'s methods write it."""
+
+    exchange: Exchange | None = None
+    reissue: bool = False
+    replay: Carry | None = None
+    replayed: list[Step] = field(default_factory=list)
+    released: bool = False
+    answer_timeout: float | None = None
+    span: tracing.Span | None = None
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class CallContext:
     """A call's lease: the backend session it holds (never absent while the lease lives), the exchange
-    running on it, and what a hold keeps between rounds. Released once (:attr:`released`)."""
+    running on it, and what a hold keeps between rounds. Released once (:meth:`mark_released`).
+
+    What the call is (its route, session, capabilities, headers, method and params) is fixed when the
+    session is leased; what happens to it afterwards changes only through the methods below."""
 
     route: RouteRuntime
     pooled: PooledSession
-    exchange: Exchange | None
-    """None before the call is sent (a round asked first) and while a url-mode hold waits for consent."""
     normalized_caps: JsonObj
     headers: dict[str, str]
     backend_method: str
     backend_params: JsonObj
     exclusive: bool = True  # an interactive call's lease; plain calls share sessions
-    replayed: list[Step] = field(default_factory=list)  # transcript steps a replay answered
-    reissue: bool = False  # url-mode hold: re-send the call after the client's consent
-    replay: Carry | None = None  # a replayed call: stable input keys and the original call's deadline
-    released: bool = False
-    """The session went back to the pool (or is being wound down): nothing may use it any more."""
-    answer_timeout: float | None = None
-    """A call that may become a task: how long its answer may take (its task's ttl), not ``backend.timeout``."""
-    span: tracing.Span | None = None
-    """The backend exchange's CLIENT span while tracing is on, ended when the lease is (:meth:`end_span`)."""
+    _progress: _Progress = field(default_factory=_Progress, init=False, repr=False)
 
     @property
     def session(self) -> LegacySession:
         return self.pooled.session
 
+    # -- what the call is doing, read -------------------------------------------------------------
+
+    @property
+    def exchange(self) -> Exchange | None:
+        """None before the call is sent (a round asked first), while a url-mode hold waits for
+        consent, and once the session is released."""
+        return self._progress.exchange
+
+    @property
+    def reissue(self) -> bool:
+        """A url-mode hold: the call is sent again after the client's consent (:meth:`await_consent`)."""
+        return self._progress.reissue
+
+    @property
+    def replay(self) -> Carry | None:
+        """A replayed call: its stable input keys and the original call's deadline (:meth:`replaying`)."""
+        return self._progress.replay
+
+    @property
+    def replayed(self) -> tuple[Step, ...]:
+        """The transcript steps a replay answered (:meth:`answered_from_transcript`)."""
+        return tuple(self._progress.replayed)
+
+    @property
+    def released(self) -> bool:
+        """The session went back to the pool (or is being wound down): nothing may use it any more."""
+        return self._progress.released
+
+    @property
+    def answer_timeout(self) -> float | None:
+        """A call that may become a task: how long the answer of what is sent next may take (its
+        task's ttl), not ``backend.timeout`` (:meth:`answer_within`)."""
+        return self._progress.answer_timeout
+
+    @property
+    def span(self) -> tracing.Span | None:
+        """The backend exchange's CLIENT span while tracing is on, ended when the lease is (:meth:`end_span`)."""
+        return self._progress.span
+
+    # -- what happens to it --------------------------------------------------------------------
+
+    def new_span(self, span: tracing.Span | None) -> None:
+        """A new backend exchange is traced by ``span``; the previous one's span (a url-mode call sent
+        again after consent) ends first."""
+        self.end_span()
+        self._progress.span = span
+
+    def sent(self, exchange: Exchange) -> None:
+        """``exchange`` now runs the call on the session; no url-mode consent is awaited any more."""
+        self._progress.exchange = exchange
+        self._progress.reissue = False
+
+    def await_consent(self) -> None:
+        """The backend ended the call asking for URL interactions (-32042): no exchange runs; the
+        call is sent again once the client consents."""
+        self._progress.exchange = None
+        self._progress.reissue = True
+
+    def answer_within(self, seconds: float) -> None:
+        """The answer of what is sent next may take ``seconds`` (the ttl of the task the call may
+        become, or of a backend's own task), not ``backend.timeout``."""
+        self._progress.answer_timeout = seconds
+
+    def replaying(self, carry: Carry) -> None:
+        """The call is a replay of a lost hold's: ``carry`` keeps its input keys and deadline."""
+        self._progress.replay = carry
+
+    def answered_from_transcript(self, step: Step) -> None:
+        """A replay answered the backend's request with ``step``'s recorded answer."""
+        self._progress.replayed.append(step)
+
+    def mark_released(self) -> bool:
+        """The session is given up from now on: True the first time, False when it already was."""
+        if self._progress.released:
+            return False
+        self._progress.released = True
+        return True
+
+    def take_exchange(self) -> Exchange | None:
+        """The exchange running on the session, which the call stops reading (None from then on)."""
+        exchange, self._progress.exchange = self._progress.exchange, None
+        return exchange
+
     def end_span(self, error: str | None = None, code: int | None = None, message: str | None = None) -> None:
         """End the backend exchange's span (failed with ``error`` when given); once."""
-        span, self.span = self.span, None
+        span, self._progress.span = self._progress.span, None
         tracing.end(span, error, code, message)

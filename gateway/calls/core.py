@@ -5,54 +5,53 @@
 * plain methods (lists, completion, discover) lease a session, send, and translate the answer;
 * interactive methods (``tools/call``, ``prompts/get``, ``resources/read``) may be paused by
   server requests: the drive loop gathers them for the route's batch window and opens a round
-  (:mod:`gateway.calls.rounds`): the call is held, its lease handed over to the hold, and the client
-  answered ``input_required`` with the round's sealed requestState;
+  (:class:`~gateway.calls.holding.Holding`, shaped by :mod:`gateway.calls.rounds`): the call is
+  held, its lease handed over to the hold, and the client answered ``input_required`` with the
+  round's sealed requestState; on a route with tasks on, a call that runs long becomes a task
+  (:class:`TaskMaker`), and on any other route no task code runs;
 * a retry arrives with its requestState already opened by the front door
   (:class:`~gateway.state.boundary.RequestStateBoundary`); :meth:`CallCore.resume` takes the hold
   this replica owns back, posts the answers upstream and keeps reading the same exchange. A hold
   that is provably gone is replayed by the core's replay strategy
   (:class:`~gateway.calls.replayer.Replayer`) or answered as lost.
 
-Every backend session a request uses is a :class:`~gateway.calls.backend.Lease`, given up in one
+Every backend session a request uses is a :class:`~gateway.calls.lease.Lease`, given up in one
 place when the request fails. Everything raised to the caller is a :class:`~gateway.errors.GatewayError`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from collections.abc import Awaitable
 from functools import partial
 from typing import Protocol
 
-from mcp_types.jsonrpc import INTERNAL_ERROR, URL_ELICITATION_REQUIRED
+from mcp_types.jsonrpc import URL_ELICITATION_REQUIRED
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 
 from gateway.calls import rounds
-from gateway.calls.backend import Backend, Lease
+from gateway.calls.backend import Backend
 from gateway.calls.catalogue import Catalogue
 from gateway.calls.context import CallContext
+from gateway.calls.holding import Holding
+from gateway.calls.lease import Lease
 from gateway.calls.replayer import Replayer
 from gateway.calls.request import Call
 from gateway.calls.resends import Resends
 from gateway.errors import GatewayError, HoldLost, MissingCapability, UpstreamError
 from gateway.holds.registry import Hold, HoldRegistry, RefusedHold
 from gateway.legacy.session import Exchange, FinalResponse, JsonObj, ServerNotification, ServerRequest
-from gateway.observability import tracing
 from gateway.observability.metrics.registry import Metrics
 from gateway.state.boundary import RequestStateBoundary
-from gateway.state.claims import Claims, RequestIdentity
+from gateway.state.claims import Claims
 from gateway.translate import capabilities as caps
-from gateway.translate import inputs, results
-
-EXPIRY = "expiry"
-"""The owner of a lease whose round could not open: the hold's expiry answers the backend."""
+from gateway.translate import results
 
 
 class TaskMaker(Protocol):
     """Makes a task of a call that runs long (``io.modelcontextprotocol/tasks``): implemented by
-    :class:`gateway.mcptasks.TaskService`, handed to the core (``calls`` never imports ``mcptasks``)."""
+    :class:`gateway.mcptasks.passthrough.AllTasks`, handed to the core (``calls`` never imports
+    ``mcptasks``). The core asks it only about calls on routes with tasks enabled."""
 
     def threshold(self, call: Call) -> float | None:
         """Seconds ``call`` may run before it becomes a task; None: never. Raises
@@ -83,16 +82,17 @@ class CallCore:
         metrics: Metrics,
         replayer: Replayer,
         resends: Resends,
-        tasks: TaskMaker | None = None,
+        task_maker: TaskMaker | None = None,
     ) -> None:
         self._backend = backend
         self._resends = resends
-        self._tasks = tasks
+        self._task_maker = task_maker
         self._registry = registry
         self._boundary = boundary
         self._metrics = metrics
         self._replayer = replayer
         self._catalogue = Catalogue(self._plain)
+        self._holding = Holding(backend=backend, registry=registry, boundary=boundary, metrics=metrics)
 
     # -- entry points -----------------------------------------------------------------------
 
@@ -145,10 +145,8 @@ class CallCore:
         if method in INPUT_REQUIRED_METHODS:
             self._admit(call)
             may_become_task = self._task_threshold(call) is not None  # -32021 here for a tasks-only tool
-            async with self._backend.lease(call, exclusive=True) as lease:
-                if may_become_task:  # bounded by its task's ttl, not backend.timeout, from the start
-                    lease.ctx.answer_timeout = call.route.config.tasks.ttl
-                    _report_progress(lease.ctx.backend_params)
+            task_ttl = call.route.config.tasks.ttl if may_become_task else None
+            async with self._backend.lease(call, exclusive=True, task_ttl=task_ttl) as lease:
                 return await self._send_after_early_rounds(lease, call, None)
         return await self._plain(call)
 
@@ -170,7 +168,8 @@ class CallCore:
             lease.claim(partial(self._registry.remove, hold))
             ctx = lease.ctx
             if ctx.reissue:
-                return await self._after_consent(lease, call, hold, answers)
+                asked_again = self._holding.after_consent(lease, call, hold, answers)
+                return asked_again if asked_again is not None else await self._send(lease, call, hold)
             if ctx.exchange is not None and ctx.exchange.backend_turn():
                 call.route.round_fences.together(_asking(call))  # the last round came split
             for key, answer in answers.items():
@@ -180,7 +179,7 @@ class CallCore:
                 # The client answered only part of the round: ask again for what is missing (the
                 # hold keeps the session whether the round opens or not).
                 lease.hand_over(hold)
-                return self._input_required(lease, hold, call)
+                return self._holding.input_required(lease, hold, call)
             if ctx.exchange is None:
                 return await self._send_after_early_rounds(lease, call, hold)
             return await self._drive(lease, ctx.exchange, call, hold)
@@ -226,13 +225,13 @@ class CallCore:
         early = await self._backend.claim_unclaimed(lease.ctx)
         if early:
             # Nothing runs on the session yet: a round that cannot open gives it up with the lease.
-            return self._ask(lease, call, hold, early, logged=False, hand_over_first=False)
+            return self._holding.ask(lease, call, hold, early, logged=False, hand_over_first=False)
         return await self._send(lease, call, hold)
 
     async def _send(self, lease: Lease, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
         """Send the call upstream (again, after a url-mode consent) and drive it."""
-        lease.ctx.reissue = False
-        started = None if self._tasks is None else await self._tasks.pass_through(lease, call)
+        maker = self._task_maker_for(call)
+        started = None if maker is None else await maker.pass_through(lease, call)
         if isinstance(started, Exchange):  # the backend's task, its result awaited here: no task of ours
             return await self._drive(lease, started, call, hold, initial=[])
         if started is not None:
@@ -291,139 +290,36 @@ class CallCore:
                 raise
             if asked:
                 batch.append(event)
-        return self._ask(lease, call, hold, batch)
+        return self._holding.ask(lease, call, hold, batch)
 
     # -- tasks ------------------------------------------------------------------------------
 
+    def _task_maker_for(self, call: Call) -> TaskMaker | None:
+        """The task maker, when the call's route makes tasks: on a route with tasks off its own
+        config decides, and no task code runs for the call."""
+        return self._task_maker if call.route.config.tasks.enabled else None
+
     def _task_threshold(self, call: Call) -> float | None:
-        return None if self._tasks is None else self._tasks.threshold(call)
+        maker = self._task_maker_for(call)
+        return None if maker is None else maker.threshold(call)
 
     def _detach(self, lease: Lease, exchange: Exchange, call: Call, hold: Hold[CallContext] | None) -> JsonObj:
         """The call ran past its threshold: it becomes a task, which takes its lease over."""
-        assert self._tasks is not None
+        maker = self._task_maker_for(call)
+        assert maker is not None, "only a route with tasks on gives a call a threshold"
         if hold is not None:
             self._registry.remove(hold)  # answered in full: the task, not the hold, keeps the session now
-        return self._tasks.detach(lease, call, exchange)
+        return maker.detach(lease, call, exchange)
 
     def _final(self, lease: Lease, call: Call, hold: Hold[CallContext] | None, event: FinalResponse) -> JsonObj:
         """The backend's answer ends the call, unless it is a legacy -32042 (url-mode consent first)."""
         if hold is not None:
             self._registry.remove(hold)
         if event.error is not None and event.error.get("code") == URL_ELICITATION_REQUIRED:
-            url_result = self._url_hold(lease, call, event.error)
+            url_result = self._holding.url_round(lease, call, event.error)
             if url_result is not None:
                 return url_result
         return self._backend.finish(lease.ctx, call.request, event, retry=hold is not None)
-
-    # -- rounds -----------------------------------------------------------------------------
-
-    def _ask(
-        self,
-        lease: Lease,
-        call: Call,
-        hold: Hold[CallContext] | None,
-        batch: list[ServerRequest],
-        *,
-        logged: bool = True,
-        hand_over_first: bool = True,
-    ) -> JsonObj:
-        """Hold ``batch`` as the next round (:func:`rounds.ask`).
-
-        With ``hand_over_first`` the session belongs to the hold (or its expiry) before the round
-        opens, so a round that cannot open leaves the backend to be answered, not discarded: a new
-        hold the registry refuses answers ``batch`` at once; a round past ``max_rounds`` or the
-        call's deadline is ended by the registry with ``batch`` pending
-        (:meth:`~gateway.holds.registry.HoldRegistry.put_back`) and raises
-        :class:`~gateway.errors.HoldLimitReached`. Without it (requests asked before the call was
-        sent: nothing runs on the session to answer) a failed round gives the session up with the lease."""
-        ctx = lease.ctx
-        if hold is None:
-            hold = rounds.new_hold(ctx, call, self._registry.new_id(), self._boundary.principal(call.caller.principal))
-            try:
-                self._registry.add(hold)
-            except GatewayError:
-                if hand_over_first:
-                    lease.hand_over(EXPIRY)
-                self._backend.answer_pending_for_expiry(ctx, batch)
-                raise
-            lease.claim(partial(self._registry.remove, hold))
-        if hand_over_first:
-            lease.hand_over(hold)
-        rounds.ask(hold, ctx, batch, logged=logged)
-        return self._input_required(lease, hold, call)
-
-    def _input_required(self, lease: Lease, hold: Hold[CallContext], call: Call) -> JsonObj:
-        """Open the hold's next round, seal the round's state and answer with the pending requests;
-        from here the hold owns the lease until a retry takes it back."""
-        ctx = lease.ctx
-        route = ctx.route
-        limits = route.config.holds
-        if hold.busy:
-            self._registry.put_back(hold, next_round=True, deadline=time.monotonic() + limits.ttl)
-        # A backend's own task, its result awaited on a tasks/result exchange (TaskMaker.pass_through),
-        # is not replayed by sending the call again: a lost hold is answered as lost.
-        own_task = ctx.exchange is not None and ctx.exchange.method != ctx.backend_method
-        replayable = limits.on_lost == "replay" and not ctx.reissue and not own_task
-        token = self._boundary.seal(
-            route=route.name,
-            identity=RequestIdentity(hold.method, hold.target, hold.args_digest),
-            principal=hold.principal,
-            hold_id=hold.id,
-            round_=hold.round,
-            lifetime=limits.ttl,
-            not_after=hold.not_after,
-            transcript=[step.to_wire() for step in hold.log] if replayable else None,
-            trace_link=tracing.first_round(),
-        )
-        lease.hand_over(hold)
-        self._metrics.input_rounds.labels(route.name).inc()
-        call.held(hold.id, hold.round)
-        return rounds.input_required(ctx, hold, token)
-
-    def _url_hold(self, lease: Lease, call: Call, error: JsonObj) -> JsonObj | None:
-        """A legacy -32042 becomes url-mode elicitations; the call is re-sent after consent."""
-        elicitations = inputs.url_elicitations(error)
-        if not elicitations:
-            return None
-        ctx = lease.ctx
-        missing = caps.allows(ctx.normalized_caps, "elicitation/create", {"mode": "url"})
-        if missing is not None:
-            self._backend.release(ctx)  # the backend's call is over; its session is fine
-            raise MissingCapability(missing)
-        ctx.reissue = True
-        ctx.exchange = None
-        hold = rounds.new_hold(ctx, call, self._registry.new_id(), self._boundary.principal(call.caller.principal))
-        self._registry.add(hold)
-        lease.claim(partial(self._registry.remove, hold))
-        rounds.ask_urls(hold, elicitations)
-        return self._input_required(lease, hold, call)
-
-    async def _after_consent(
-        self, lease: Lease, call: Call, hold: Hold[CallContext], answers: dict[str, JsonObj]
-    ) -> JsonObj:
-        """A url-mode round's answers: re-send the call once every URL interaction was accepted, ask
-        again while some are unanswered; any decline ends the call."""
-        consent = rounds.consent(hold, answers)
-        if consent == "waiting":
-            lease.hand_over(hold)  # the hold keeps the session whether the round opens or not
-            return self._input_required(lease, hold, call)
-        if consent == "declined":
-            self._registry.remove(hold)
-            self._backend.release(lease.ctx)
-            # The backend's answer stands: it required an interaction the user did not complete.
-            raise UpstreamError(INTERNAL_ERROR, "The required URL interaction was not completed", reason="url_declined")
-        return await self._send(lease, call, hold)
-
-
-def _report_progress(backend_params: JsonObj) -> None:
-    """Ask the backend for progress on a call that may become a task (a legacy server reports it only
-    for a request that carries a token): a gateway-minted token when the client sent none. Its
-    notifications reach no client (the response stream forwards only the client's own token); after
-    the detach they become the task's ``statusMessage``."""
-    meta = backend_params.get("_meta")
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    meta.setdefault("progressToken", f"mrtr-task-{os.urandom(8).hex()}")
-    backend_params["_meta"] = meta
 
 
 def _asking(call: Call) -> str:

@@ -16,7 +16,8 @@ from collections.abc import Callable
 import structlog
 
 from gateway.calls import transcript as replay_transcript
-from gateway.calls.backend import Backend, Lease
+from gateway.calls.backend import Backend
+from gateway.calls.lease import Lease
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, HoldLost, Overloaded
 from gateway.legacy.session import Exchange, FinalResponse, ServerNotification, ServerRequest
@@ -116,10 +117,10 @@ class Replayer:
         route = call.route
         ctx = lease.ctx
         exchange = await lease.send()
-        ctx.replay = transcript.carry
+        ctx.replaying(transcript.carry)
         log.info("hold_replayed", route=route.name, recorded=recorded)
         ctx.session.attach(exchange)
-        lease.cancel = ABANDONED
+        lease.cancel_on_failure(ABANDONED)
         while transcript:
             event = await self._next_request_or_final(lease, exchange, call)
             if isinstance(event, FinalResponse):
@@ -131,11 +132,11 @@ class Replayer:
                     self._metrics.state_rejections.labels("replay_diverged").inc()
                     log.warning("replay_diverged", route=route.name, method=event.method)
                 transcript.stop(step)
-                lease.cancel = None
+                lease.cancel_on_failure(None)
                 return exchange, [event]
             await self._backend.answer_server_request(ctx, event.id, event.method, step.answer)
-            ctx.replayed.append(step)
-        lease.cancel = None
+            ctx.answered_from_transcript(step)
+        lease.cancel_on_failure(None)
         return exchange, []
 
     @staticmethod

@@ -47,8 +47,8 @@ from gateway.errors import AlreadyAnswered, GatewayError, InvalidRequestState, O
 from gateway.legacy.session import JsonObj
 from gateway.observability.metrics.forwards import RESEND_DIFFERS, RESEND_NOT_KEPT, RESEND_WAITED, RESENT
 from gateway.observability.metrics.registry import Metrics
+from gateway.owned import TaskGroup
 from gateway.state.claims import Claims
-from gateway.tasks import TaskGroup
 
 SCAN = 64
 """Most of the oldest entries one bound check looks at (those still running are stepped over)."""

@@ -71,7 +71,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from gateway.demo import tools
 from gateway.demo.tools import JsonObject, RpcError, ToolFailure
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 logger = logging.getLogger(__name__)
 

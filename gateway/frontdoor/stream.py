@@ -23,7 +23,7 @@ from gateway import envelopes
 from gateway.envelopes import SSE_PING, sse_event
 from gateway.event_stream import KEEPALIVE_SECONDS, open_sse
 from gateway.legacy.session import ServerNotification
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from gateway.errors import HoldLimitReached, Overloaded
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 __all__ = [
     "HeldCall",
@@ -58,7 +58,10 @@ class HeldCall(Protocol):
     concrete type (:class:`gateway.calls.context.CallContext`). A url-mode hold has no exchange running:
     it waits for the client's consent before the call is sent again."""
 
-    reissue: bool
+    @property
+    def reissue(self) -> bool:
+        """A url-mode hold: the call is sent again after the client's consent."""
+        ...
 
 
 C = TypeVar("C", bound=HeldCall)

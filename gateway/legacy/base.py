@@ -13,7 +13,7 @@ transports share, :class:`~gateway.legacy.http_base.HttpSessionBase` what the tw
 share (client, URL, headers, timeouts, redirects).
 
 A session owns every task it starts - its streams' readers, each call's answer reader, its answers
-to server requests nobody else will answer - in one :class:`~gateway.tasks.TaskGroup`, and ends
+to server requests nobody else will answer - in one :class:`~gateway.owned.TaskGroup`, and ends
 them all when it closes: ``async with session:`` opens it and closes it, and :meth:`close` (once,
 whoever calls it first) ends the transport, then the group. :func:`route_options` is what each
 transport's session takes from its route. What becomes of a server request no call owns (kept for
@@ -52,7 +52,7 @@ from gateway.legacy.session import (
 )
 from gateway.legacy.unclaimed import UnclaimedRequests
 from gateway.legacy.wire import final_response
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 __all__ = ["CLIENT_INFO", "LegacySessionBase", "SessionOptions", "route_options"]
 

@@ -43,8 +43,8 @@ from gateway.legacy.session import JsonObj, ServerNotification
 from gateway.legacy.spares import StdioSpares
 from gateway.legacy.starts import RouteHealth, StartBudget
 from gateway.legacy.stdio import StdioSession
+from gateway.owned import TaskGroup, finish_then_close
 from gateway.state.claims import credential_digest
-from gateway.tasks import TaskGroup, finish_then_close
 
 log = structlog.get_logger("gateway.pool")
 
@@ -78,7 +78,7 @@ class SessionPool:
         self._sessions: dict[PoolKey, list[PooledSession]] = {}
         self._opening = 0
         self._stopping = 0
-        """Closed stdio sessions whose process is still being stopped (see :meth:`_footprint`)."""
+        """Closed stdio sessions whose process is still being stopped (see :attr:`footprint`)."""
         self._detached: set[LegacySession] = set()
         """Listener sessions (subscriptions/listen): not leased, but counted in ``max_sessions``."""
         self._lock = asyncio.Lock()
@@ -96,7 +96,7 @@ class SessionPool:
         self._spares = StdioSpares(
             self._new_spare,
             prewarm,
-            room=lambda: self._footprint() < backend.max_sessions,
+            room=lambda: self.footprint < backend.max_sessions,
             on_ready=self._line.wake,
             max_opening=self._max_opening,
             health=RouteHealth(prewarm=prewarm),
@@ -124,7 +124,8 @@ class SessionPool:
         """Calls waiting in line for a session."""
         return len(self._line)
 
-    def _footprint(self) -> int:
+    @property
+    def footprint(self) -> int:
         """What ``max_sessions`` bounds: sessions, and for stdio every process (spares, and those of
         closed sessions until they are stopped: a server that can run only once, because it binds a
         fixed port, is not started again while its last process still holds the port)."""
@@ -226,16 +227,16 @@ class SessionPool:
         backend = self._route.backend
         if self._opening >= self._max_opening:
             return False
-        if self._spares.ready or self._footprint() < backend.max_sessions:
+        if self._spares.ready or self.footprint < backend.max_sessions:
             return True
-        return self._evict_one() and self._footprint() < backend.max_sessions  # stdio: not until it is stopped
+        return self._evict_one() and self.footprint < backend.max_sessions  # stdio: not until it is stopped
 
     def _at_bound(self) -> bool:
         """The route is full: no spare, no room under ``max_sessions``, nothing idle to evict. (A
         call that waits only for one of ``max_opening`` opens in progress is not refused: each of
         those ends within the backend's timeouts, and the call is next; nor one that waits only
         for a process being stopped, which ends within its stop's bounds.)"""
-        in_use = self._footprint() - self._stopping
+        in_use = self.footprint - self._stopping
         full = not self._spares.ready and in_use >= self._route.backend.max_sessions
         return full and not self.idle_sessions()
 
@@ -310,7 +311,7 @@ class SessionPool:
         :meth:`close_detached`: past the bound an idle session is evicted, else :class:`Overloaded`.
         """
         async with self._lock:
-            full = not self._spares.ready and self._footprint() >= self._route.backend.max_sessions
+            full = not self._spares.ready and self.footprint >= self._route.backend.max_sessions
             if full and not self._evict_one():
                 raise Overloaded("backend_sessions_exhausted", retry_after=1)
             self._opening += 1

@@ -51,7 +51,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy.events import EventQueue
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 JsonObj = dict[str, Any]
 

@@ -33,7 +33,7 @@ import structlog
 from gateway.errors import BackendUnavailable, Overloaded
 from gateway.legacy.starts import RESPAWN_FIRST, RouteHealth, respawn_delay
 from gateway.legacy.stdio import StdioSession
-from gateway.tasks import TaskGroup, finish_then_close
+from gateway.owned import TaskGroup, finish_then_close
 
 log = structlog.get_logger("gateway.pool")
 

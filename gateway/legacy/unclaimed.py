@@ -31,7 +31,7 @@ from gateway.legacy.session import (
     expiry_answer,
     unheard_answer,
 )
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 log = structlog.get_logger("gateway.legacy")
 

@@ -19,7 +19,7 @@ from typing import Any
 from gateway.errors import GatewayError, Overloaded, UpstreamError
 from gateway.legacy.session import BackendSession, FinalResponse, ServerNotification, ServerRequest
 from gateway.listen.translate import Listener
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 from gateway.translate.results import modern_error, server_info_of
 
 HEALTH_CHECK_SECONDS = 1.0

@@ -8,7 +8,7 @@ sent with ``relatedTask``) and its final result both travel on the response stre
 ``tasks/result`` request, which the server holds open until the task has ended. A legacy task lives
 in its session: the session is pinned (the call's exclusive lease) until the task has ended.
 
-On a route with tasks enabled, :class:`LegacyTasks` (the call core's
+On a route with tasks enabled, :class:`AllTasks` (the call core's
 :class:`~gateway.calls.core.TaskMaker`: the route's tasks made by
 :class:`~gateway.mcptasks.service.TaskService`, plus this) asks, for each ``tools/call``, whether the
 backend session declares tasks for ``tools/call`` and the tool supports them (one ``tools/list`` per
@@ -43,9 +43,10 @@ from typing import Any, Final
 import structlog
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from gateway.calls.backend import Backend, Lease
+from gateway.calls.backend import Backend
 from gateway.calls.context import CallContext
 from gateway.calls.ending import CANCEL_GRACE, Ending
+from gateway.calls.lease import Lease
 from gateway.calls.request import Call
 from gateway.errors import GatewayError, UpstreamError
 from gateway.holds.registry import Pending
@@ -84,8 +85,10 @@ def declares(initialize_result: Mapping[str, Any], *path: str) -> bool:
     return isinstance(node, Mapping)
 
 
-class LegacyTasks:
-    """The core's task maker on routes with tasks: the service's tasks, and the backend's passed through."""
+class AllTasks:
+    """The core's task maker: it makes every task, the gateway's own (:class:`TaskService`: a call past
+    its threshold) and a backend's own passed through (:meth:`pass_through`). The core asks it only
+    about calls on routes with tasks enabled."""
 
     def __init__(self, service: TaskService, backend: Backend, draining: Callable[[], bool]) -> None:
         self._service = service
@@ -133,7 +136,7 @@ class LegacyTasks:
         await created.aclose()
         ttl = _ttl(task.get("ttl"), policy.ttl)
         if as_task:
-            ctx.answer_timeout = ttl  # the held tasks/result answers when the task ends
+            ctx.answer_within(ttl)  # the held tasks/result answers when the task ends
         held = await self._backend.send(ctx, results.LEGACY_TASK_RESULT, {"taskId": legacy_id})
         log.info("legacy_task_created", route=route.name, target=request.target, detached=as_task)
         if not as_task:

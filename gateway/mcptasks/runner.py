@@ -20,7 +20,7 @@ a backend session that fails ends it ``failed`` (``backend_gone``). :meth:`TaskR
 answers upstream; :meth:`TaskRunner.cancel` marks the task ``cancelled`` at once and, in the
 background, answers its pending questions as cancelled (:func:`~gateway.legacy.session.expiry_answer`),
 sends ``notifications/cancelled`` upstream and reads (and discards) the backend's last words before
-the session goes back to the pool, or is closed if the backend does not settle.
+the session goes back to the pool, or is closed if the backend's work has not ended by then.
 
 The exchange is driven, answered and ended by the call core's own operations, as a held call's is:
 :meth:`~gateway.calls.backend.Backend.screen` decides what may be asked,
@@ -53,7 +53,7 @@ from gateway.legacy.session import Exchange, FinalResponse, ServerNotification, 
 from gateway.mcptasks import wire
 from gateway.mcptasks.table import TaskRecord, TaskTable
 from gateway.observability.requests import task_digest
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 from gateway.translate import inputs
 
 log = structlog.get_logger("gateway.mcptasks")
@@ -186,11 +186,11 @@ class TaskRunner:
     def _stop(self, reason: str) -> None:
         """Give the session up as a held call's is (:meth:`~gateway.calls.backend.Backend.release`), in
         the background: pending questions answered as cancelled, ``notifications/cancelled`` upstream,
-        the backend's last words read and discarded; the session is reused if the backend settled."""
+        the backend's last words read and discarded; the session is reused if the backend's work ended."""
         pending, self._pending = tuple(self._pending.values()), {}
         self.ctx.end_span(reason.replace(" ", "_"))
         self.backend.release(self.ctx, cancel=self._ending(reason, pending))
 
     def _ending(self, reason: str, pending: tuple[Pending, ...]) -> Ending:
         """How the task's backend work ends (a legacy task passed through tells its backend first)."""
-        return Ending(reason, pending, subject="task", settle=True)
+        return Ending(reason, pending, subject="task", reuse_if_ended=True)

@@ -1,7 +1,8 @@
-"""The owner's tasks: the call core's :class:`~gateway.calls.core.TaskMaker`, and the front door's
-one entry for ``tasks/get``, ``tasks/update`` and ``tasks/cancel``.
+"""The owner's tasks: those the call core's :class:`~gateway.calls.core.TaskMaker`
+(:class:`~gateway.mcptasks.passthrough.AllTasks`) makes, and the front door's one entry for
+``tasks/get``, ``tasks/update`` and ``tasks/cancel``.
 
-Making a task. The core asks :meth:`TaskService.threshold` whether a call may become a task (a
+Making a task. The core asks :meth:`TaskService.threshold` (through its task maker) whether a call may become a task (a
 ``tools/call`` on a route with tasks enabled, whose tool's mode is ``after`` or ``always``, from a
 request that declared the extension, on a replica that is not draining) and how long it may run
 first. At that threshold with no final answer, :meth:`TaskService.detach` seals the task id, inserts
@@ -39,7 +40,8 @@ from typing import Any, Final, NoReturn
 
 import structlog
 
-from gateway.calls.backend import Backend, Lease
+from gateway.calls.backend import Backend
+from gateway.calls.lease import Lease
 from gateway.calls.request import Call
 from gateway.config.tasks import TasksPolicy
 from gateway.errors import InvalidParams, MissingCapability, TaskNotFound, TaskOwnerUnavailable, task_lost
@@ -52,7 +54,7 @@ from gateway.mcptasks.watch import MAX_TASK_IDS, TaskWatch
 from gateway.observability.metrics.forwards import OWNER_UNREACHABLE
 from gateway.observability.metrics.registry import Metrics
 from gateway.observability.requests import task_digest
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 from gateway.translate import capabilities as caps
 from gateway.translate import results
 
@@ -173,7 +175,7 @@ class TaskService:
             poll_interval_ms=policy.poll_interval_ms if poll_interval_ms is None else poll_interval_ms,
             server_info=results.server_info_of(ctx.session.initialize_result),
         )
-        lease.cancel = "task limit reached"  # a refused task: the request's lease cancels the call
+        lease.cancel_on_failure("task limit reached")  # a refused task: the request's lease cancels the call
         self.table.add(record)
         self._running.add(record)
         runner = runner_type(

@@ -19,7 +19,7 @@ from typing import Final
 
 from aiohttp import web
 
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 INTERVAL: Final = 0.5
 """Seconds between two measurements: frequent enough to see a stall of a few hundred

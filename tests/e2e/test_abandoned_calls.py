@@ -16,7 +16,7 @@ from harness import BareClient, route, running_gateway
 from waiting import eventually
 
 from gateway import keys
-from gateway.calls import backend as backend_module
+from gateway.calls import ending
 
 WAIT = 10.0
 
@@ -26,7 +26,7 @@ async def test_a_call_answered_after_its_client_left_keeps_its_session(
 ) -> None:
     backend, url = fake_backend
     # Long enough for any machine: the backend answers 0.3 s after the call, whatever the load.
-    monkeypatch.setattr(backend_module, "ABANDON_GRACE", WAIT)
+    monkeypatch.setattr(ending, "ABANDON_GRACE", WAIT)
     async with running_gateway([route("demo", "/mcp", url)]) as gw:
         client = BareClient(http, gw.url())
         assert (await client.call_tool("add", {"a": 1, "b": 1})).text == "2"

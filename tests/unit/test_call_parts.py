@@ -1,18 +1,20 @@
 """The rooms of the call path, each on its own: the request value, the tool-schema cache, rounds,
-the replay decision, the requestState boundary and the background task groups."""
+the lease, a route's tasks, the replay decision, the requestState boundary and the background task
+groups."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from gateway.calls import rounds
-from gateway.calls.backend import Lease
 from gateway.calls.context import CallContext, Caller
 from gateway.calls.core import CallCore
+from gateway.calls.lease import Expiry, Lease, LeaseOwner
 from gateway.calls.replayer import Replayer
 from gateway.calls.request import Call, CallRequest
 from gateway.calls.resends import Resends
@@ -22,11 +24,13 @@ from gateway.calls.transcript import ReplayGuard, Step, plan
 from gateway.config.load import parse_config
 from gateway.errors import GatewayError, HoldLost, InvalidParams, InvalidRequestState
 from gateway.holds.registry import Hold, HoldRegistry, Pending
+from gateway.legacy.session import FinalResponse
 from gateway.observability.metrics.registry import Metrics
+from gateway.owned import TaskGroup
 from gateway.state.boundary import RequestStateBoundary
 from gateway.state.claims import Claims, RequestIdentity
 from gateway.state.codec import MAX_TOKEN_LENGTH, KeyRing
-from gateway.tasks import TaskGroup
+from gateway.translate import capabilities as caps
 
 KEY = b"k" * 32
 
@@ -220,10 +224,10 @@ class _Failing:
         self.failed_calls.append((ctx, exc, cancel))
 
 
-async def _leave(lease: Lease, exc: BaseException, *, dropped: list[str], owner: str | None = None) -> None:
+async def _leave(lease: Lease, exc: BaseException, *, dropped: list[str], owner: LeaseOwner | None = None) -> None:
     async with lease:
         lease.claim(lambda: dropped.append("hold"))
-        lease.cancel = "why"
+        lease.cancel_on_failure("why")
         if owner is not None:
             lease.hand_over(owner)
         raise exc
@@ -244,9 +248,110 @@ async def test_a_lease_handed_over_or_left_normally_is_not_given_up() -> None:
     async with lease:
         lease.claim(lambda: dropped.append("hold"))
     handed = Lease(cast(Any, backend), cast(CallContext, "ctx"))
+    expiry = Expiry()
     with pytest.raises(GatewayError):
-        await _leave(handed, GatewayError("limit", reason="max_rounds"), dropped=dropped, owner="the hold")
-    assert (backend.failed_calls, dropped, handed.owner) == ([], [], "the hold")
+        await _leave(handed, GatewayError("limit", reason="max_rounds"), dropped=dropped, owner=expiry)
+    assert (backend.failed_calls, dropped, handed.owner) == ([], [], expiry)
+
+
+# -- a route's tasks ------------------------------------------------------------------------------
+
+
+class _TaskMaker:
+    """A task maker that records what the core asks it, and fails the call when it must not be asked."""
+
+    def __init__(self, *, may_be_asked: bool) -> None:
+        self.may_be_asked = may_be_asked
+        self.asked: list[str] = []
+
+    def _ask(self, what: str) -> None:
+        self.asked.append(what)
+        assert self.may_be_asked, f"the task maker was asked {what} on a route with tasks off"
+
+    def threshold(self, call: Call) -> float | None:
+        self._ask("threshold")
+        return None
+
+    def detach(self, lease: Lease, call: Call, exchange: Any) -> dict[str, Any]:
+        self._ask("detach")
+        return {}
+
+    async def pass_through(self, lease: Lease, call: Call) -> Any:
+        self._ask("pass_through")
+        return None
+
+
+class _AnsweringBackend:
+    """The backend operations one interactive call uses, its exchange answered at once."""
+
+    class _Session:
+        def attach(self, exchange: Any) -> None: ...
+
+    class _Exchange:
+        async def next(self, timeout: float) -> FinalResponse:
+            return FinalResponse(result={"content": [], "isError": False})
+
+    def lease(self, call: Call, *, exclusive: bool, task_ttl: float | None = None) -> Lease:
+        return Lease(cast(Any, self), call=call, exclusive=exclusive, task_ttl=task_ttl)
+
+    async def acquire(self, *_args: Any, **_kwargs: Any) -> Any:
+        return SimpleNamespace(session=self._Session())
+
+    async def claim_unclaimed(self, ctx: CallContext) -> list[Any]:
+        return []
+
+    async def send(self, ctx: CallContext, method: str, params: dict[str, Any]) -> Any:
+        return self._Exchange()
+
+    def finish(self, ctx: CallContext, request: CallRequest, final: FinalResponse, *, retry: bool = False) -> Any:
+        return final.result
+
+    def failed(self, ctx: CallContext, exc: BaseException, *, cancel: str | None = None) -> None: ...
+
+
+def _core_with(maker: _TaskMaker) -> CallCore:
+    metrics = Metrics()
+    return CallCore(
+        backend=cast(Any, _AnsweringBackend()),
+        registry=HoldRegistry(max_holds=5, max_per_principal=5, retry_after=1, on_expire=_never),
+        boundary=_boundary(),
+        metrics=metrics,
+        replayer=cast(Any, None),
+        resends=cast(Any, None),
+        task_maker=maker,
+    )
+
+
+def _tasks_call(*, enabled: bool) -> Call:
+    settings = parse_config(
+        {
+            "state": {"keys": ["k" * 32]},
+            "routes": [
+                {
+                    "name": "r",
+                    "path": "/mcp",
+                    "backend": {"url": "http://127.0.0.1:1/mcp"},
+                    "tasks": {"enabled": enabled, "default": {"mode": "always"}},
+                }
+            ],
+        },
+        env={},
+    )
+    route = RouteRuntime(settings.routes[0], pool=cast(Any, None), credentials=cast(Any, None))
+    declared: dict[str, Any] = {"extensions": {caps.TASKS_EXTENSION: {}}}
+    return Call(route, CallRequest("tools/call", {"name": "t", "arguments": {}}, declared), Caller("alice", {}))
+
+
+async def test_on_a_route_with_tasks_off_the_core_asks_the_task_maker_nothing() -> None:
+    maker = _TaskMaker(may_be_asked=False)
+    assert await _core_with(maker).call(_tasks_call(enabled=False)) == {"content": [], "isError": False}
+    assert maker.asked == []
+
+
+async def test_on_a_route_with_tasks_on_the_core_asks_the_task_maker_before_and_while_the_call_runs() -> None:
+    maker = _TaskMaker(may_be_asked=True)
+    assert await _core_with(maker).call(_tasks_call(enabled=True)) == {"content": [], "isError": False}
+    assert maker.asked == ["threshold", "pass_through", "threshold"]
 
 
 # -- the replay decision -------------------------------------------------------------------------

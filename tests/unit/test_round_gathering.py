@@ -11,7 +11,7 @@ import pytest
 from gateway.calls import route
 from gateway.errors import BackendUnavailable
 from gateway.legacy.session import Exchange, FinalResponse, ServerNotification, ServerRequest
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 LONG_WINDOW = 3600.0
 """A window no test can sit out: a poll that waited for it would hit the test's timeout."""

@@ -445,11 +445,11 @@ async def test_spare_processes_count_in_max_sessions(fake_server: list[str]) -> 
     try:
         pool.prewarm()
         await eventually(lambda: pool.spare_count >= 2, what="two spare processes are ready", timeout=WAIT)
-        assert len(pool._spares) == 2, "never more processes than max_sessions"
+        assert pool.footprint == 2, "never more processes than max_sessions"
         key = pool.key_for("Bearer a", CAPABILITIES)
         async with asyncio.timeout(WAIT):
             leased = [await pool.lease(key, CAPABILITIES, {}) for _ in range(2)]
-        assert pool.size + len(pool._spares) == 2
+        assert pool.footprint == 2
         assert pool.initializations == 2
         for pooled in leased:
             pool.release(pooled)

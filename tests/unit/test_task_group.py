@@ -1,4 +1,4 @@
-"""gateway.tasks.TaskGroup used as a block: leaving it, however, ends every task spawned into it."""
+"""gateway.owned.TaskGroup used as a block: leaving it, however, ends every task spawned into it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.tasks import TaskGroup
+from gateway.owned import TaskGroup
 
 
 async def _forever(started: asyncio.Event) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-log = structlog.get_logger("gateway.tasks")
+log = structlog.get_logger("gateway.owned")
 
 
 class TaskGroup:
