@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -19,7 +21,7 @@ from harness import BareClient, accept, route, running_gateway
 from hostile import HostileBackend, event, hostile_backend, sse_response, text_result
 from waiting import eventually
 
-from gateway.calls.route import UNFENCE_AFTER
+from gateway.calls.route import UNFENCE_AFTER, RoundFences
 from gateway.keys import ROUTES
 
 pytestmark = pytest.mark.timeout(60)
@@ -79,7 +81,10 @@ async def _flow(client: BareClient, think: float = 0.0) -> list[int]:
     return rounds
 
 
-async def test_rounds_lose_their_fence_once_the_backend_asks_one_at_a_time() -> None:
+@asynccontextmanager
+async def asking() -> AsyncIterator[tuple[Asker, BareClient, RoundFences]]:
+    """The hostile backend with :class:`Asker`, a gateway on default settings in front of it, a
+    client, and the route's round records."""
     async with hostile_backend() as backend:
         asker = Asker(backend)
         backend.tools["ask"] = asker
@@ -87,11 +92,14 @@ async def test_rounds_lose_their_fence_once_the_backend_asks_one_at_a_time() -> 
             running_gateway([route("hostile", "/mcp", backend.url)]) as gw,
             aiohttp.ClientSession() as http,
         ):
-            client = BareClient(http, gw.url())
-            for _ in range(UNFENCE_AFTER + 3):
-                assert await _flow(client) == [1]
-            fences = gw.app[ROUTES]["/mcp"].round_fences
-            assert not fences.fenced("tools/call ask")
+            yield asker, BareClient(http, gw.url()), gw.app[ROUTES]["/mcp"].round_fences
+
+
+async def test_rounds_lose_their_fence_once_the_backend_asks_one_at_a_time() -> None:
+    async with asking() as (asker, client, fences):
+        for _ in range(UNFENCE_AFTER + 3):
+            assert await _flow(client) == [1]
+        assert not fences.fenced("tools/call ask")
     assert asker.pings_in_calls == [1] * UNFENCE_AFTER + [0] * 3
 
 
@@ -99,25 +107,17 @@ async def test_a_split_round_fences_its_request_for_good() -> None:
     """Unfenced, a second question written 50 ms after the first comes as a round of its own; the
     client answers the first 200 ms later, when the second is already queued: the evidence. The next
     call is fenced, and its ping (answered only once the second question is written) gathers both."""
-    async with hostile_backend() as backend:
-        asker = Asker(backend)
-        backend.tools["ask"] = asker
-        async with (
-            running_gateway([route("hostile", "/mcp", backend.url)]) as gw,
-            aiohttp.ClientSession() as http,
-        ):
-            client = BareClient(http, gw.url())
-            for _ in range(UNFENCE_AFTER):
-                assert await _flow(client) == [1]
-            asker.together, asker.later = True, 0.05
-            assert await _flow(client, think=0.2) == [1, 1]  # split: nothing fenced it
-            fences = gw.app[ROUTES]["/mcp"].round_fences
-            assert fences.fenced("tools/call ask")
+    async with asking() as (asker, client, fences):
+        for _ in range(UNFENCE_AFTER):
+            assert await _flow(client) == [1]
+        asker.together, asker.later = True, 0.05
+        assert await _flow(client, think=0.2) == [1, 1]  # split: nothing fenced it
+        assert fences.fenced("tools/call ask")
 
-            async def after_the_second() -> None:
-                await asker.second_written.wait()
+        async def after_the_second() -> None:
+            await asker.second_written.wait()
 
-            backend.on_ping = after_the_second
-            assert await _flow(client) == [2]
-            assert await _flow(client) == [2]
+        asker.backend.on_ping = after_the_second
+        assert await _flow(client) == [2]
+        assert await _flow(client) == [2]
     assert asker.pings_in_calls == [1] * UNFENCE_AFTER + [1, 1, 1]  # the split call: its second round

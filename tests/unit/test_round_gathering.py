@@ -36,18 +36,23 @@ def request(n: int) -> ServerRequest:
     return ServerRequest(n, "elicitation/create", {"message": str(n)})
 
 
-async def test_the_round_ends_once_the_backend_answered_a_ping_with_nothing_new() -> None:
-    exchange = session_exchange()
-    pings = 0
+def answered_pings(exchange: Exchange) -> list[None]:
+    """Give ``exchange`` a ping that the backend answers at once; one item per ping sent."""
+    pings: list[None] = []
 
     async def fence_ping() -> None:
-        nonlocal pings
-        pings += 1
+        pings.append(None)
 
     exchange.fence_ping = fence_ping
+    return pings
+
+
+async def test_the_round_ends_once_the_backend_answered_a_ping_with_nothing_new() -> None:
+    exchange = session_exchange()
+    pings = answered_pings(exchange)
     async with asyncio.timeout(BOUND):
         assert await exchange.poll(LONG_WINDOW) is None
-    assert pings == 1
+    assert len(pings) == 1
 
 
 async def test_a_request_sent_before_the_ping_answer_joins_the_round() -> None:
@@ -193,19 +198,13 @@ async def test_an_unfenced_round_is_what_has_arrived_and_sends_no_ping() -> None
     """Requests that arrive within the loop turns that read the sockets join the round; then it is
     complete at once (a window no test can sit out is not waited for), and no ping was sent."""
     exchange = session_exchange()
-    pings = 0
-
-    async def fence_ping() -> None:
-        nonlocal pings
-        pings += 1
-
-    exchange.fence_ping = fence_ping
+    pings = answered_pings(exchange)
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(BOUND):
         loop.call_soon(exchange.push, request(1))
         assert await exchange.poll(LONG_WINDOW, fenced=False) == request(1)
         assert await exchange.poll(LONG_WINDOW, fenced=False) is None
-    assert pings == 0
+    assert not pings
 
 
 async def test_an_unfenced_round_waits_for_a_half_received_message() -> None:
