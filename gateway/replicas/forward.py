@@ -17,8 +17,9 @@ How the hop can fail decides what the route may do next:
   may be alive and running the call, so nothing is replayed on that alone. A retry's hop
   (``resend=True``) then finds out (:meth:`ReplicaHop.forward`): a fresh connection to the owner's
   address refused proves it gone (:data:`OWNER_UNREACHABLE`: a replay route replays); one accepted
-  gets the same request sent once more, which is safe because the owner answers a resend of a retry
-  it already ran with that retry's answer (:mod:`gateway.calls.resends`), and a replica that
+  gets the same request sent once more (up to :data:`RESENDS` times, each after such a check),
+  which is safe because the owner answers a resend of a retry it already ran with that retry's
+  answer (:mod:`gateway.calls.resends`), and a replica that
   restarted at that address (another boot, or another id) replays or refuses the retry itself. A
   connect that neither succeeds nor fails within ``forward_timeout`` proves nothing: the client gets
   the hold-lost error, ``owner_failed``.
@@ -72,6 +73,11 @@ log = structlog.get_logger("gateway.replicas")
 OWNER_UNREACHABLE: Final = outcomes.OWNER_UNREACHABLE
 OWNER_FAILED: Final = outcomes.OWNER_FAILED
 OWNER_UNRESPONSIVE: Final = outcomes.OWNER_UNRESPONSIVE
+RESENDS: Final = 3
+"""Times a retry is sent once more to an owner whose connection died after the request was sent
+while a fresh connection to its address is still accepted. A process being killed accepts for a
+moment: in the chaos test (SIGKILL under load) a check 0.5 ms after the reset was accepted, the
+resend was reset again, and the next check was refused (the owner gone: a replay route replays)."""
 ACK_MARGIN: Final = 0.05
 """Seconds the acknowledgement is waited for past ``forward_timeout``: the connect's own timeout
 (exactly ``forward_timeout``, never rounded up) strikes first, and stays ``owner_unreachable``."""
@@ -170,8 +176,9 @@ class ReplicaHop:
         Its ``reason`` is :data:`OWNER_UNREACHABLE` only when no connection could be made, or (with
         ``resend``: a retry, which the owner answers again if it ran it) when the connection died
         after the request was sent and a fresh one to the owner's address is refused; when a fresh
-        one is accepted, the request is sent once more. Neither failure is counted here: the caller
-        may still replay the call, and a retry counts once, under the outcome it ends with
+        one is accepted, the request is sent once more (up to :data:`RESENDS` times). Neither
+        failure is counted here: the caller may still replay the call, and a retry counts once,
+        under the outcome it ends with
         (``replayed``, or this one; :mod:`gateway.calls.replayer`). Once acknowledged, the owner's
         silence is bounded by ``read_timeout`` (default: the route's ``backend.timeout``)."""
         try:
@@ -179,13 +186,21 @@ class ReplicaHop:
         except HoldLost as lost:
             if not resend or lost.reason != OWNER_FAILED:
                 raise
+            failure = lost
+        for _ in range(RESENDS):
             there = await self._owner_listening(owner_url)
             log.warning("forward_owner_checked", route=route.name, owner=owner_url, listening=there)
             if there is None:
-                raise
+                raise failure
             if not there:
-                raise HoldLost(OWNER_UNREACHABLE) from lost
-        return await self._forward(request, route, body, owner_url, request_id, read_timeout)
+                raise HoldLost(OWNER_UNREACHABLE) from failure
+            try:
+                return await self._forward(request, route, body, owner_url, request_id, read_timeout)
+            except HoldLost as again:
+                if again.reason != OWNER_FAILED:
+                    raise
+                failure = again
+        raise failure
 
     async def _owner_listening(self, owner_url: str) -> bool | None:
         """Whether a fresh TCP connection to ``owner_url`` is accepted (True), refused (False), or

@@ -53,21 +53,28 @@ async def answer_dropping_proxy(upstream_port: int, *, drops: int = 1) -> AsyncI
 
 
 @contextlib.asynccontextmanager
-async def dying_owner() -> AsyncIterator[tuple[int, asyncio.Event]]:
+async def dying_owner(requests: int = 1) -> AsyncIterator[tuple[int, asyncio.Event]]:
     """An address whose replica dies while a forwarded retry is on its way: it acknowledges the hop
-    (``100 Continue``), reads the body, then the connection and the listener are gone."""
+    (``100 Continue``), reads the body, then the connection is cut; after ``requests`` such
+    requests the listener is gone too (until then a fresh connection is still accepted, as a
+    process being killed accepts for a moment)."""
     port, died = _free_port(), asyncio.Event()
     server: asyncio.Server | None = None
+    seen = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        await writer.drain()
-        await reader.read(1)
-        assert server is not None
-        server.close()  # no one listens at the owner's address any more
+        nonlocal seen
+        with contextlib.suppress(asyncio.IncompleteReadError):  # the hop's check sends nothing
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            await reader.read(1)
+            seen += 1
+            if seen >= requests:
+                assert server is not None
+                server.close()  # no one listens at the owner's address any more
+                died.set()
         writer.transport.abort()
-        died.set()
 
     server = await asyncio.start_server(handle, "127.0.0.1", port)
     try:
@@ -141,6 +148,24 @@ async def test_a_retry_whose_owner_died_mid_hop_is_replayed_on_a_replay_route(
             )
             assert died.is_set(), "the hop reached the owner, which died with the request"
             assert done.text == "city=Lima"
+            assert _forwards(other, "replayed") == 1
+
+
+async def test_an_owner_that_still_accepts_as_it_dies_is_checked_again_before_each_resend(
+    fake_backend: Backend, http: aiohttp.ClientSession
+) -> None:
+    """Seen under SIGKILL in the chaos test: the check after the cut was accepted, the resend was cut
+    too, and only the next check was refused. The hop checks before every resend (RESENDS), so
+    the owner is found gone and the call replayed, not lost as ``owner_failed``."""
+    _, url = fake_backend
+    async with dying_owner(requests=2) as (port, died):
+        first, key = await held_for(http, [route("demo", "/mcp", url, **REPLAY)], port)
+        async with running_gateway([route("demo", "/mcp", url, **REPLAY)], replica_id="other") as other:
+            done = await BareClient(http, other.url()).retry(
+                "ask_city", first["requestState"], {key: accept(city="Quito")}
+            )
+            assert died.is_set(), "the first send and one resend reached the dying owner"
+            assert done.text == "city=Quito"
             assert _forwards(other, "replayed") == 1
 
 
