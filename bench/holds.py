@@ -8,6 +8,10 @@ here). RSS is read from ``/proc/<pid>/status`` after the gateway has served 100 
 growth divided by the count. The light server offers no standalone GET stream (the protocol
 allows 405), so a hold costs one backend connection; ``get_stream=True`` measures the FastMCP-like
 case with two (limited to fewer holds: every hold then takes two file descriptors on each side).
+
+``python -m bench.holds --legacy [--counts 1000]`` holds the calls against a real handshake-era
+server instead (mcp 1.30.0 FastMCP, ``bench/legacy_server.py``'s ``ask_city``; it keeps a standalone
+GET stream per session, so a hold takes two backend connections), as issue 28 measures it.
 """
 
 from __future__ import annotations
@@ -21,12 +25,12 @@ from typing import Any
 
 import aiohttp
 
-from bench.harness import Modern, Processes, free_port, gateway_config, rss_kib, wait_http
+from bench.harness import Modern, Processes, free_port, gateway_config, legacy_python, rss_kib, wait_http
 
 CONCURRENCY = 64
 
 
-async def _hold(modern: Modern, count: int) -> int:
+async def _hold(modern: Modern, count: int, tool: str = "ask") -> int:
     """Start ``count`` calls that the gateway holds; returns how many were held."""
     held = 0
     queue = iter(range(count))
@@ -34,7 +38,7 @@ async def _hold(modern: Modern, count: int) -> int:
     async def worker() -> None:
         nonlocal held
         for _ in queue:
-            result = await modern.call("ask", {})
+            result = await modern.call(tool, {})
             held += result.get("resultType") == "input_required"
 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
@@ -46,7 +50,9 @@ async def _settled_rss(pid: int) -> int:
     return rss_kib(pid)
 
 
-async def measure(counts: list[int], *, get_stream: bool = False, env: dict[str, str] | None = None) -> dict[str, Any]:
+async def measure(
+    counts: list[int], *, get_stream: bool = False, env: dict[str, str] | None = None, legacy: bool = False
+) -> dict[str, Any]:
     backend_port, gateway_port = free_port(), free_port()
     procs = Processes()
     top = max(counts) + 200
@@ -54,10 +60,15 @@ async def measure(counts: list[int], *, get_stream: bool = False, env: dict[str,
     extra = f"limits: {{max_holds: {top}, max_holds_anonymous: {top}}}\n"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as cfg:
         cfg.write(gateway_config(gateway_port, [route], extra))
-    argv = [sys.executable, "-m", "bench.light_server", "--port", str(backend_port)]
-    procs.start([*argv, "--get-stream"] if get_stream else argv)
+    tool = "ask_city" if legacy else "ask"
+    if legacy:
+        procs.start([legacy_python(), "bench/legacy_server.py", "--port", str(backend_port)])
+    else:
+        argv = [sys.executable, "-m", "bench.light_server", "--port", str(backend_port)]
+        procs.start([*argv, "--get-stream"] if get_stream else argv)
     gateway = procs.start([sys.executable, "-m", "gateway", "serve", "--config", cfg.name], env, log=True)
-    out: dict[str, Any] = {"get_stream": get_stream, "holds": {}}
+    backend = "mcp 1.30.0" if legacy else "light"
+    out: dict[str, Any] = {"get_stream": get_stream or legacy, "backend": backend, "holds": {}}
     try:
         url = f"http://127.0.0.1:{gateway_port}/mcp"
         await wait_http(url)
@@ -65,15 +76,15 @@ async def measure(counts: list[int], *, get_stream: bool = False, env: dict[str,
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as http:
             modern = Modern(http, url)
             for _ in range(100):  # warm-up: first-use allocations, then the calls finish
-                first = await modern.call("ask", {})
+                first = await modern.call(tool, {})
                 answers = {k: {"action": "accept", "content": {"city": "Paris"}} for k in first["inputRequests"]}
-                await modern.call("ask", {}, {"inputResponses": answers, "requestState": first["requestState"]})
+                await modern.call(tool, {}, {"inputResponses": answers, "requestState": first["requestState"]})
             base = await _settled_rss(gateway.pid)
             out["baseline_rss_kib"] = base
             held = 0
             for count in sorted(counts):
                 started = time.perf_counter()
-                held += await _hold(modern, count - held)
+                held += await _hold(modern, count - held, tool)
                 rss = await _settled_rss(gateway.pid)
                 per = (rss - base) / max(held, 1)
                 out["holds"][str(count)] = {
@@ -87,3 +98,27 @@ async def measure(counts: list[int], *, get_stream: bool = False, env: dict[str,
         procs.stop()
         Path(cfg.name).unlink()
     return out
+
+
+def main() -> None:
+    import argparse
+    import json
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--legacy", action="store_true", help="hold against mcp 1.30.0 FastMCP")
+    parser.add_argument("--counts", type=int, nargs="+", default=[1000])
+    parser.add_argument("--gateway-src", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    env = dict(os.environ)
+    if args.gateway_src is not None:
+        env["PYTHONPATH"] = f"{args.gateway_src}{os.pathsep}{Path(__file__).resolve().parents[1]}"
+        env["BENCH_GATEWAY_SRC"] = str(args.gateway_src.resolve())
+    report = asyncio.run(measure(args.counts, env=env, legacy=args.legacy))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
