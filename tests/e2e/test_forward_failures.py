@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import pytest
 from fake_backend import FakeBackend
 from harness import BareClient, _free_port, accept, route, running_gateway
 
@@ -136,11 +137,16 @@ async def test_an_answer_lost_on_the_hop_is_asked_for_again_and_the_owner_answer
             assert _forwards(other, "replayed") == 0
 
 
+@pytest.mark.parametrize("requests", [1, 2], ids=["refused-at-once", "accepts-one-resend-as-it-dies"])
 async def test_a_retry_whose_owner_died_mid_hop_is_replayed_on_a_replay_route(
-    fake_backend: Backend, http: aiohttp.ClientSession
+    fake_backend: Backend, http: aiohttp.ClientSession, requests: int
 ) -> None:
+    """With ``requests`` 2, as seen under SIGKILL in the chaos test: the check after the cut was
+    accepted, the resend was cut too, and only the next check was refused. The hop checks before
+    every resend (``RESENDS``), so the owner is found gone and the call replayed, not lost as
+    ``owner_failed``."""
     _, url = fake_backend
-    async with dying_owner() as (port, died):
+    async with dying_owner(requests) as (port, died):
         first, key = await held_for(http, [route("demo", "/mcp", url, **REPLAY)], port)
         async with running_gateway([route("demo", "/mcp", url, **REPLAY)], replica_id="other") as other:
             done = await BareClient(http, other.url()).retry(
@@ -148,24 +154,6 @@ async def test_a_retry_whose_owner_died_mid_hop_is_replayed_on_a_replay_route(
             )
             assert died.is_set(), "the hop reached the owner, which died with the request"
             assert done.text == "city=Lima"
-            assert _forwards(other, "replayed") == 1
-
-
-async def test_an_owner_that_still_accepts_as_it_dies_is_checked_again_before_each_resend(
-    fake_backend: Backend, http: aiohttp.ClientSession
-) -> None:
-    """Seen under SIGKILL in the chaos test: the check after the cut was accepted, the resend was cut
-    too, and only the next check was refused. The hop checks before every resend (RESENDS), so
-    the owner is found gone and the call replayed, not lost as ``owner_failed``."""
-    _, url = fake_backend
-    async with dying_owner(requests=2) as (port, died):
-        first, key = await held_for(http, [route("demo", "/mcp", url, **REPLAY)], port)
-        async with running_gateway([route("demo", "/mcp", url, **REPLAY)], replica_id="other") as other:
-            done = await BareClient(http, other.url()).retry(
-                "ask_city", first["requestState"], {key: accept(city="Quito")}
-            )
-            assert died.is_set(), "the first send and one resend reached the dying owner"
-            assert done.text == "city=Quito"
             assert _forwards(other, "replayed") == 1
 
 
