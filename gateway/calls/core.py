@@ -260,13 +260,14 @@ class CallCore:
             return self._detach(lease, exchange, call, hold)  # mode "always": a task at once
         loop = asyncio.get_running_loop()
         detach_at = None if threshold is None else loop.time() + threshold
-        fenced = route.round_fences.fenced(_asking(call))
+        asking = _asking(call)
+        fenced = route.round_fences.fenced(asking)
         while True:
             if batch:
                 event = await exchange.poll(route.config.holds.batch_window, fenced=fenced)
                 if event is None:
                     if fenced:
-                        route.round_fences.gathered(_asking(call), len(batch))
+                        route.round_fences.gathered(asking, len(batch))
                     break
             elif detach_at is not None:
                 # Until the call may become a task, its threshold bounds the wait, not backend.timeout.

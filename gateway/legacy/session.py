@@ -176,8 +176,8 @@ class Exchange:
         Unfenced (``fenced`` False, or no ``fence_ping``): the round is what the bytes already
         received from the backend complete (:meth:`_received`): a few turns of the loop, no timer.
         A request the backend writes after that is not lost: it is the next round. The call core
-        fences the rounds of a tool once it has seen it ask more than one question at once
-        (:meth:`backend_turn`).
+        decides which rounds are fenced (:class:`gateway.calls.route.RoundFences`: a tool's, until
+        it has shown it asks one question at a time).
 
         Fenced: a server sends the requests of one round together (``asyncio.gather`` of an
         elicitation and a sampling: two writes a few task switches apart). The round's fence is one
