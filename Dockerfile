@@ -37,8 +37,9 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY constraints.txt pyproject.toml README.md ./
 COPY gateway ./gateway
-# The tracing extra (OpenTelemetry SDK + OTLP/HTTP exporter) is installed, off until OTEL_TRACES_EXPORTER is set.
-RUN pip wheel --wheel-dir /wheels '.[tracing]' dumb-init
+# The tracing extra (OpenTelemetry SDK + OTLP/HTTP exporter) is installed, off until OTEL_TRACES_EXPORTER is set;
+# the uvloop extra too, the loop the gateway then serves on (listen.event_loop: auto).
+RUN pip wheel --wheel-dir /wheels '.[tracing,uvloop]' dumb-init
 
 # --- runtime: the wheels installed into a clean slim image, run as a non-root user ----------------
 FROM ${PYTHON_IMAGE} AS runtime
@@ -63,7 +64,7 @@ RUN groupadd --system --gid 10001 gateway \
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     --mount=type=bind,from=build,source=/src/constraints.txt,target=/tmp/constraints.txt \
     pip install --no-index --find-links /wheels --constraint /tmp/constraints.txt \
-       'mrtr-gateway[tracing]' dumb-init \
+       'mrtr-gateway[tracing,uvloop]' dumb-init \
     && mkdir -p /etc/mrtr-gateway
 
 USER 10001:10001

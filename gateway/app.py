@@ -15,10 +15,15 @@ Shutdown, in order (aiohttp runs cleanup contexts in reverse order of registrati
    the background group), then
    expire every hold: pending backend elicitations get ``cancel``, other requests an error, so
    legacy tools finish instead of hanging (the expiries are awaited);
-5. close every backend session with ``DELETE`` (the session reaper and the stdio memory guard stop first);
-6. cancel and await what is still running in the background (cancellations of abandoned calls,
-   closes of dead sessions);
+5. let what runs in the background finish, up to ``WIND_DOWN_GRACE`` (the backend work of the calls
+   and tasks just given up cancelled upstream, retries under way), then cancel and await the rest;
+6. close every backend session with ``DELETE`` (the session reaper and the stdio memory guard stop
+   first; each pool's own closes of dead sessions are let finish);
 7. close the outgoing HTTP client.
+
+Step 5 comes before step 6 so that a call's ``notifications/cancelled`` reaches its backend session
+before that session's ``DELETE`` does; the other way round depended on which task the event loop
+ran first.
 """
 
 from __future__ import annotations
@@ -101,8 +106,8 @@ def build_app(settings: Settings) -> web.Application:
         for method in ("POST", "GET", "DELETE", "PUT", "PATCH"):
             app.router.add_route(method, route.path, handler)
     app.cleanup_ctx.append(app_contexts.http_client)
-    app.cleanup_ctx.append(app_contexts.background_tasks)
     app.cleanup_ctx.append(app_contexts.route_pools)
+    app.cleanup_ctx.append(app_contexts.background_tasks)
     app.cleanup_ctx.append(app_contexts.holds)
     app.cleanup_ctx.append(app_contexts.mcp_tasks)
     app.cleanup_ctx.append(app_contexts.state_keys_reload)

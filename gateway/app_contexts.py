@@ -3,9 +3,10 @@ shutdown): what exists only while the app runs, created at start-up and cancelle
 the end.
 
 * :func:`http_client` — the outgoing HTTP client (and the replica hop's own);
-* :func:`background_tasks` — the background group's end: what is left in it is cancelled and awaited;
 * :func:`route_pools` — each route's session pool, credentials and tool schema cache, the session
   reaper and the stdio memory guard; every backend session closed at the end;
+* :func:`background_tasks` — the background group's end, before the pools': its work is let finish
+  for up to :data:`WIND_DOWN_GRACE`, then what is left is cancelled and awaited;
 * :func:`holds` — the hold reaper; every hold expired at the end;
 * :func:`mcp_tasks` — the task sweeper; the running tasks end ``failed`` at the end;
 * :func:`state_keys_reload` — re-reading the keys of ``state.keys_file``.
@@ -34,10 +35,14 @@ from gateway.legacy.session import JsonObj
 from gateway.legacy.starts import StartBudget
 from gateway.observability.metrics.registry import Metrics
 from gateway.observability.route_health import RouteHealthCollector
-from gateway.owned import TaskGroup
+from gateway.owned import TaskGroup, finish_then_close
 from gateway.replicas.forward import hop_client
 
 REAP_INTERVAL = 1.0
+WIND_DOWN_GRACE = 3.0
+"""Seconds the background work left at shutdown is let finish before it is cancelled: sending a
+call's ``notifications/cancelled`` or an expired round's answers takes a backend round trip; reading
+a cancelled call's last words (up to 5 s) is cut short, its session being closed next anyway."""
 
 
 async def http_client(app: web.Application) -> AsyncIterator[None]:
@@ -53,11 +58,14 @@ async def http_client(app: web.Application) -> AsyncIterator[None]:
 
 
 async def background_tasks(app: web.Application) -> AsyncIterator[None]:
-    """The background group lives while the app runs; whatever is left in it at the end is cancelled
-    and awaited, after the holds have been expired and the pools closed: the call core's work that
-    outlives a request (cancelling an abandoned call upstream, answering an expired round) runs here."""
+    """The background group lives while the app runs: the call core's work that outlives a request
+    (cancelling a call or a task given up upstream, answering an expired round, a retry run to its
+    end) runs here. At the end, after the tasks have stopped and the holds have been expired and
+    before the pools close, that work is let finish for up to :data:`WIND_DOWN_GRACE`, then what is
+    left is cancelled and awaited: a ``notifications/cancelled`` reaches its session before the
+    session's ``DELETE``."""
     yield
-    await app[keys.BACKGROUND].aclose()
+    await finish_then_close(app[keys.BACKGROUND], WIND_DOWN_GRACE)
 
 
 async def route_pools(app: web.Application) -> AsyncIterator[None]:

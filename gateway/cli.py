@@ -46,6 +46,11 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(logging_cfg.level, logging_cfg.json_logs)
     tracing.setup_from_env(os.environ)  # off unless OTEL_TRACES_EXPORTER names an exporter (docs/operations.md)
     listen = settings.config.listen
+    try:
+        server.event_loop(listen.event_loop)
+    except server.LoopUnavailable as exc:
+        print(f"mrtr-gateway: invalid configuration:\nlisten.event_loop: {exc}", file=sys.stderr)
+        return 2
     host, port = args.host or listen.host, args.port if args.port is not None else listen.port
     app.on_startup.append(_reload_keys_on_sighup)
     try:

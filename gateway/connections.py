@@ -30,7 +30,7 @@ import json
 import resource
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from aiohttp import web
 
@@ -107,8 +107,8 @@ class _Refuse(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, asyncio's or uvloop's (which has its methods without subclassing it).
+        self._transport = cast(asyncio.Transport, transport)
         self._timer = asyncio.get_running_loop().call_later(REFUSAL_TIMEOUT, self._on_timer)
 
     def data_received(self, data: bytes) -> None:
@@ -160,9 +160,9 @@ class _RefuseAtOnce(asyncio.Protocol):
     """Past :func:`refusal_slots`: the 503 written at once, then closed (a reset is possible)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(_RESPONSE)
-        transport.close()
+        stream = cast(asyncio.Transport, transport)  # asyncio's or uvloop's, as in _Refuse
+        stream.write(_RESPONSE)
+        stream.close()
 
 
 class ConnectionActivity:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate constraints.txt: the exact versions of the gateway's runtime dependencies (with the
-# tracing extra the image installs), the image's init (dumb-init) and the build backend, as pip
+# tracing and uvloop extras the image installs), the image's init (dumb-init) and the build backend, as pip
 # resolves them today for Python 3.11.
 # The Dockerfile installs with --constraint constraints.txt, so two builds of the same commit
 # get the same versions. Run it when pyproject.toml's dependencies change, review the diff.
@@ -20,10 +20,10 @@ trap 'rm -rf "$work"' EXIT
 
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet --disable-pip-version-check --upgrade "setuptools>=69" wheel
-"$work/venv/bin/pip" install --quiet --disable-pip-version-check '.[tracing]' dumb-init
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check '.[tracing,uvloop]' dumb-init
 {
     echo "# Exact versions for the container image (pip --constraint); regenerate with scripts/lock-runtime.sh."
-    echo "# Runtime dependencies of mrtr-gateway with its tracing extra, dumb-init (the image's PID 1) and the build backend."
+    echo "# Runtime dependencies of mrtr-gateway with its tracing and uvloop extras, dumb-init (the image's PID 1) and the build backend."
     "$work/venv/bin/pip" freeze --all --disable-pip-version-check --exclude mrtr-gateway --exclude pip
 } >constraints.txt
 echo "lock-runtime: wrote constraints.txt ($(grep -c '==' constraints.txt) pins)"

@@ -25,3 +25,11 @@ echo "== helm chart lint + render + validate"
 bash scripts/render-helm.sh
 echo "== pytest"
 .venv/bin/pytest -p no:cacheprovider "$@"
+# The gateway processes the tests start serve on uvloop (listen.event_loop: auto, as in the image);
+# the in-process tests above run on asyncio's loop. These run again on uvloop: every unit test, and
+# the e2e tests whose outcome hangs on the order the loop runs things in (rounds, shutdown, drain,
+# the connection cap, loop lag). About 2 minutes.
+echo "== pytest on uvloop (MRTR_TEST_LOOP=uvloop)"
+MRTR_TEST_LOOP=uvloop .venv/bin/pytest -p no:cacheprovider -q tests/unit tests/e2e/test_one_round.py \
+  tests/e2e/test_round_fences.py tests/e2e/test_shutdown.py tests/e2e/test_tasks_replicas.py \
+  tests/e2e/test_server_limits.py tests/e2e/test_metrics.py tests/e2e/test_hold_limits.py tests/e2e/test_drain.py

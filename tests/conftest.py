@@ -21,6 +21,8 @@ one is the interpreter running pytest.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -36,6 +38,19 @@ from peers.runner import (
 )
 
 from gateway.legacy.orphans import GUARD
+
+
+@pytest.fixture(scope="session")
+def event_loop_policy() -> asyncio.AbstractEventLoopPolicy:
+    """The loop of the in-process tests: the standard library's, or uvloop's with
+    ``MRTR_TEST_LOOP=uvloop`` (the loop a gateway process takes when uvloop is installed; its own
+    processes in the e2e tests serve on it either way)."""
+    if os.environ.get("MRTR_TEST_LOOP") == "uvloop":
+        import uvloop
+
+        policy: asyncio.AbstractEventLoopPolicy = uvloop.EventLoopPolicy()
+        return policy
+    return asyncio.DefaultEventLoopPolicy()
 
 
 @pytest.fixture(scope="session", autouse=True)
