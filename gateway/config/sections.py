@@ -87,8 +87,8 @@ class ListenConfig(Strict):
         description=(
             "The event loop that serves everything: 'uvloop' (the uvloop extra, pip install "
             "'mrtr-gateway[uvloop]'; the container image has it), 'asyncio' (the standard library's), or 'auto', "
-            "uvloop when it is installed, else asyncio. uvloop measured about 9 % less CPU per pass-through call "
-            "at one client and the same latency (README, Benchmark). 'uvloop' without it installed is a "
+            "uvloop when it is installed, else asyncio. uvloop measured 4-9 % less CPU per pass-through call "
+            "in the benchmark, latency within the spread (README, Benchmark). 'uvloop' without it installed is a "
             "configuration error at start."
         ),
     )
