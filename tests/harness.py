@@ -237,8 +237,9 @@ async def running_replicas(
             await runner.cleanup()
 
 
-async def start_serve(config: Path) -> asyncio.subprocess.Process:
-    """``python -m gateway serve --config CONFIG`` as a process of its own (stdout dropped, stderr piped)."""
+async def start_serve(config: Path, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    """``python -m gateway serve --config CONFIG`` as a process of its own (stdout dropped, stderr
+    piped), in ``env`` (default: this process's environment)."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -248,6 +249,7 @@ async def start_serve(config: Path) -> asyncio.subprocess.Process:
         str(config),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
 
 

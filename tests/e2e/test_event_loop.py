@@ -86,17 +86,7 @@ async def test_uvloop_asked_for_but_not_installed_is_a_configuration_error(tmp_p
     (blocker / "__init__.py").write_text("raise ImportError('not installed here')\n", encoding="utf-8")
     config = _config(tmp_path, _free_port(), "http://127.0.0.1:9/mcp", "uvloop")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker.parent), os.environ.get("PYTHONPATH", "")])}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
+    proc = await start_serve(config, env)
     async with asyncio.timeout(BOUND):
         _, err = await proc.communicate()
     assert proc.returncode == 2
