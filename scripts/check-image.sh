@@ -425,12 +425,13 @@ check "exits with code 0 before the drain timeout (${DRAIN_TIMEOUT}s)" \
 note "gateway log lines: $(jq -R -r 'fromjson? | select(.event | test("^(listening|drain_|shutdown)")) | "\(.event)\(if .drained != null then " drained=\(.drained)" else "" end)\(if .event_loop != null then " event_loop=\(.event_loop)" else "" end)"' "$work/gateway.log" | paste -sd, -)"
 logs_ok() {
   grep -q '"drain_started"' "$work/gateway.log" \
-    && jq -R -e 'fromjson? | select(.event == "drain_ended" and .drained == true)' "$work/gateway.log" >/dev/null \
+    && jq -R -n -e '[inputs | fromjson? | select(.event == "drain_ended" and .drained == true)] | length > 0' "$work/gateway.log" >/dev/null \
     && ! grep -q -E 'Traceback|shutdown_timed_out|"level": ?"(error|critical)"' "$work/gateway.log"
 }
 check "logs: drain_started, drain_ended drained=true, no traceback or error" logs_ok
+# (jq -e on a stream answers for its last input only: the lines are gathered into one array first)
 uvloop_ok() { # the image installs the uvloop extra: listen.event_loop auto takes it
-  jq -R -e 'fromjson? | select(.event == "listening" and .event_loop == "uvloop")' "$work/gateway.log" >/dev/null
+  jq -R -n -e '[inputs | fromjson? | select(.event == "listening" and .event_loop == "uvloop")] | length > 0' "$work/gateway.log" >/dev/null
 }
 check "serves on uvloop (listen.event_loop: auto, the extra installed)" uvloop_ok
 if grep -q -E 'Traceback|"level": ?"(error|critical)"' "$work/gateway.log"; then
