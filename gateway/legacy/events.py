@@ -3,18 +3,20 @@
 :class:`asyncio.Queue` does more than an exchange needs (bounds, putters, task accounting with an
 :class:`asyncio.Event`), and a wait with a deadline around it costs an :func:`asyncio.timeout`
 (a cancellation of the waiting task when it fires). Every backend call has one, so this is what
-it needs and no more: a deque, a future per waiting reader, one timer per wait with a deadline
-(and, for a round being gathered, a future whose end also ends the wait: its fence).
+it needs and no more: a list of items, a future per waiting reader, one timer per wait with a
+deadline (and, for a round being gathered, a future whose end also ends the wait: its fence).
 
-The waiting readers are a list, not a deque: there is one, almost always, and a held call keeps its
-queue for minutes. An empty deque costs 760 bytes (its first block), an empty list 56: about
-0.7 KiB of the ~25.6 KiB a held call costs at 1,000 holds (``tracemalloc``, bench/holds.py's setup).
+The items and the waiting readers are lists, not deques. A held call keeps its queue for minutes,
+almost always empty, and an empty deque costs 760 bytes (its first block), an empty list 56: each
+deque was 0.7 KiB of the ~43 KiB a call held against mcp 1.30.0 costs (``bench.holds --legacy``).
+Taking from the front of a list moves the rest; an exchange's queue is bounded
+(``max_queued_messages``, 1,024 by default), so that move is at most 8 KiB of pointers, and the
+queue holds one or two items in practice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -23,7 +25,7 @@ _T = TypeVar("_T")
 
 class EventQueue(Generic[_T]):
     """The part of :class:`asyncio.Queue` an exchange uses (unbounded, no task accounting), at a
-    fraction of its cost per call: a deque, and a future per waiting reader.
+    fraction of its cost per call: a list, and a future per waiting reader.
 
     Like :meth:`asyncio.Queue.get`, a getter takes its item only once it runs again, so a getter
     cancelled after it was woken leaves the item queued (the next getter is woken instead)."""
@@ -31,7 +33,7 @@ class EventQueue(Generic[_T]):
     __slots__ = ("_getters", "_items")
 
     def __init__(self) -> None:
-        self._items: collections.deque[_T] = collections.deque()
+        self._items: list[_T] = []
         self._getters: list[asyncio.Future[bool]] = []
 
     def empty(self) -> bool:
@@ -47,7 +49,7 @@ class EventQueue(Generic[_T]):
     def get_nowait(self) -> _T:
         if not self._items:
             raise asyncio.QueueEmpty
-        return self._items.popleft()
+        return self._items.pop(0)
 
     def put_nowait(self, item: _T) -> None:
         self._items.append(item)
@@ -63,7 +65,7 @@ class EventQueue(Generic[_T]):
     async def get(self) -> _T:
         while not self._items:
             await self._wait(None)
-        return self._items.popleft()
+        return self._items.pop(0)
 
     async def get_until(self, deadline: float, *, unless: asyncio.Future[None] | None = None) -> _T | None:
         """The next item, or None once the loop's clock has reached ``deadline`` (or ``unless`` is
@@ -75,7 +77,7 @@ class EventQueue(Generic[_T]):
                 return None
             if not await self._wait(deadline, unless):
                 return None
-        return self._items.popleft()
+        return self._items.pop(0)
 
     async def _wait(self, deadline: float | None, unless: asyncio.Future[None] | None = None) -> bool:
         """Until an item is put (True), or ``deadline`` passes or ``unless`` is done (False)."""

@@ -53,6 +53,8 @@ def _origin(url: URL) -> tuple[str, str | None, int | None]:
 class HttpSessionBase(LegacySessionBase):
     """What the two HTTP transports add: the shared client, the backend URL, the headers sent."""
 
+    __slots__ = ("_base_headers", "_credential", "_http", "_origin", "_target", "_timeouts", "_url")
+
     def __init__(
         self,
         http: aiohttp.ClientSession,

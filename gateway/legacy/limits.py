@@ -23,7 +23,6 @@ no message before the stream is given up).
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +59,8 @@ class BoundedExchange(Exchange):
     limits: BackendLimits = field(default_factory=BackendLimits)
     on_flood: Callable[[str], None] | None = None
     """Told (with the detail) when a bound is crossed; the session marks itself broken."""
-    _sizes: collections.deque[int] = field(default_factory=collections.deque)
+    _sizes: list[int] = field(default_factory=list)
+    """The wire size of each queued event, in queue order (a list: see :mod:`gateway.legacy.events`)."""
     _queued_bytes: int = 0
     _round_requests: int = 0
     _round_messages: int = 0
@@ -92,7 +92,7 @@ class BoundedExchange(Exchange):
         return await super().next(timeout)
 
     def _take(self, item: ExchangeEvent | BackendUnavailable) -> ExchangeEvent:
-        size = self._sizes.popleft() if self._sizes else 0
+        size = self._sizes.pop(0) if self._sizes else 0
         self._queued_bytes -= size
         event = super()._take(item)
         if isinstance(event, FinalResponse):

@@ -54,12 +54,16 @@ _MAX_ERROR_BYTES = 64 * 1024
 class StreamableHttpSession(HttpSessionBase):
     """One handshake-era session on a streamable-HTTP backend."""
 
+    __slots__ = ("_get_answered", "_get_task", "_header_cache", "_session_id", "ending")
+
     def _init_transport(self) -> None:
         self._session_id: str | None = None
         self._header_cache: tuple[tuple[str | None, str, bool], dict[str, str], dict[str, str]] | None = None
         self._get_task: asyncio.Task[None] | None = None
-        self._get_answered = asyncio.Event()
-        """Set once the backend has answered the standalone GET (stream open, 405, or failure)."""
+        self._get_answered: asyncio.Future[None] | None = None
+        """Done once the backend has answered the standalone GET (stream open, 405, or failure); only
+        the handshake waits for it, so it is dropped after (an Event kept for a held session's
+        lifetime cost it 1 KiB)."""
         self.ending: set[aiohttp.ClientResponse] = set()
         """Answered call streams whose end has not arrived yet (:func:`~gateway.legacy.wire.release_at_end`)."""
 
@@ -90,12 +94,16 @@ class StreamableHttpSession(HttpSessionBase):
                 self._session_id = sid
                 final = await self._single_response(resp, 0)
         self._accept_initialize(final)
+        answered = self._get_answered = asyncio.get_running_loop().create_future()
         self._get_task = self._tasks.spawn(self._standalone_stream(), name="legacy-get-stream")
         # Servers drop requests meant for the standalone stream while it is not open (mcp 1.x and
         # the TypeScript SDK both send roots/list only there): do not go on before it is.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(min(self._timeout, 5.0)):
-                await self._get_answered.wait()
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(self._timeout, 5.0)):
+                    await answered
+        finally:
+            self._get_answered = None
         await self.notify("notifications/initialized")
         await self._ping_after_initialize()
 
@@ -302,6 +310,11 @@ class StreamableHttpSession(HttpSessionBase):
         for message in messages:
             await self._dispatch(message, exchange, size)
 
+    def _tell_get_answered(self) -> None:
+        answered = self._get_answered
+        if answered is not None and not answered.done():
+            answered.set_result(None)
+
     async def _standalone_stream(self) -> None:
         """Keep the session's GET stream open and dispatch what arrives.
 
@@ -328,7 +341,7 @@ class StreamableHttpSession(HttpSessionBase):
                         timeout=self._client_timeout(total=False),
                     )
                     async with resp:
-                        self._get_answered.set()
+                        self._tell_get_answered()
                         if resp.status in (404,):
                             self._broken = True
                             return
@@ -353,7 +366,7 @@ class StreamableHttpSession(HttpSessionBase):
                 log.info("backend GET stream dropped", reason=exc.reason, detail=exc.detail)
             except Exception as exc:  # deny-on-error: as above, for what the dispatch itself raises
                 log.info("backend GET stream dropped", reason="transport_error", detail=type(exc).__name__)
-            self._get_answered.set()  # never keep open() waiting on a stream that failed
+            self._tell_get_answered()  # never keep open() waiting on a stream that failed
             if delivered and not abused:
                 failures = 0
             elif not idle:

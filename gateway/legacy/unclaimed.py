@@ -39,6 +39,8 @@ log = structlog.get_logger("gateway.legacy")
 class UnclaimedRequests(abc.ABC):
     """Server requests no call owns: kept, answered or refused (see the module)."""
 
+    __slots__ = ("_stall", "_unblocking", "_unclaimed")  # see LegacySessionBase
+
     self_answers: dict[str, JsonObj]
     _self_answering: set[asyncio.Future[None]]
     keep_unclaimed: bool
