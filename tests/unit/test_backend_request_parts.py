@@ -3,9 +3,7 @@ capabilities half, a session's headers, its timeouts; and the mapping of foreign
 
 from __future__ import annotations
 
-import collections
 import json
-import weakref
 from typing import Any
 
 import aiohttp
@@ -13,7 +11,6 @@ import pytest
 
 from gateway.errors import BackendUnavailable
 from gateway.legacy import pool_keys
-from gateway.legacy.limits import BoundedExchange
 from gateway.legacy.session import SessionExpired
 from gateway.legacy.streamable_http import StreamableHttpSession
 from gateway.legacy.wire import MAX_NESTING, backend_errors, decode_json
@@ -134,20 +131,3 @@ def test_backend_json_is_utf8_only() -> None:
             decode_json(not_utf8)
     with pytest.raises(ValueError):
         decode_json(b"{not json")
-
-
-async def test_a_held_session_keeps_no_attribute_dict_and_no_empty_deques() -> None:
-    """What a held call keeps for minutes stays small (bench.holds --legacy: 43.0 -> 39.8 KiB per
-    hold): a session declares its attributes (no per-instance dict, 1.5 KiB once it has over 30
-    names), an exchange queues in lists (an empty deque is 760 bytes), and the handshake's wait for
-    the GET stream leaves nothing behind."""
-    async with aiohttp.ClientSession() as http:
-        session = StreamableHttpSession(
-            http, "http://127.0.0.1:9/mcp", capabilities={}, headers={}, timeout=7.0, connect_timeout=3.0
-        )
-        assert not hasattr(session, "__dict__")
-        assert weakref.ref(session)() is session  # gateway.mcptasks.passthrough keys a WeakKeyDictionary by it
-        assert session._get_answered is None
-        exchange = BoundedExchange(request_id=1, method="tools/call")
-        kept = [*vars(exchange).values(), *(getattr(exchange.queue, name) for name in exchange.queue.__slots__)]
-        assert not any(isinstance(value, collections.deque) for value in kept)
